@@ -1,0 +1,56 @@
+// Command testplane is a multi-call binary holding the parts of a real Kubernetes
+// control plane that the e2e tests need: embedded etcd, kube-apiserver and
+// kube-controller-manager. Exactly one component runs per process; the
+// TypeScript harness (e2e/harness) starts each one as its own child process.
+//
+// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|version> [flags]
+// A symlink named after a component works too (argv[0] dispatch).
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	_ "time/tzdata"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/component-base/version"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+const components = "etcd|kube-apiserver|kube-controller-manager|version"
+
+func main() {
+	component, args := filepath.Base(os.Args[0]), os.Args[1:]
+	if component != "etcd" && component != "kube-apiserver" && component != "kube-controller-manager" {
+		if len(args) == 0 {
+			fmt.Fprintf(os.Stderr, "usage: %s <%s> [flags]\n", component, components)
+			os.Exit(2)
+		}
+		component, args = args[0], args[1:]
+	}
+	switch component {
+	case "etcd":
+		// etcdmain.Main treats its first element as the program name.
+		etcdmain.Main(append([]string{"etcd"}, args...))
+	case "kube-apiserver":
+		cmd := apiserver.NewAPIServerCommand()
+		cmd.SetArgs(args)
+		os.Exit(cli.Run(cmd))
+	case "kube-controller-manager":
+		cmd := controllermanager.NewControllerManagerCommand()
+		cmd.SetArgs(args)
+		os.Exit(cli.Run(cmd))
+	case "version":
+		fmt.Println(version.Get().GitVersion)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown component %q; want one of %s\n", component, components)
+		os.Exit(2)
+	}
+}

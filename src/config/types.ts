@@ -1,0 +1,62 @@
+// The parsed, validated provisioner configuration. Objects of these types are
+// produced only by src/config/parse.ts and are deeply frozen: a running
+// controller generation can hold one without fear of it changing underneath.
+import type { V1NodeSelectorTerm, V1Toleration } from '@kubernetes/client-node';
+
+export type VolumeMode = 'Filesystem' | 'Block';
+
+/** One entry of `storageClassMap` (the Go provisioner's MountConfig). */
+export interface ClassConfig {
+  /** Path of the discovery directory on the host; written into PV spec.local.path. */
+  readonly hostDir: string;
+  /** Path of the same directory inside the provisioner container; scanned for volumes. */
+  readonly mountDir: string;
+  /** argv of the block cleaner; defaults to ["/scripts/quick_reset.sh"]. */
+  readonly blockCleanerCommand: readonly string[];
+  /** Desired PV volumeMode (default Filesystem). */
+  readonly volumeMode: VolumeMode;
+  /** PV access mode; undefined means ReadWriteOnce when the PV is created. */
+  readonly accessMode?: string | undefined;
+  /** spec.local.fsType; undefined or "" means not set. */
+  readonly fsType?: string | undefined;
+  /** Comma-separated Go filepath.Match patterns (default "*"). */
+  readonly namePattern: string;
+  /** Extra node selector terms, ORed with the hostname term. */
+  readonly selector?: readonly V1NodeSelectorTerm[] | undefined;
+}
+
+/** The whole ConfigMap (the Go provisioner's ProvisionerConfiguration). */
+export interface ProvisionerConfig {
+  readonly storageClassMap: Readonly<Record<string, ClassConfig>>;
+  readonly nodeLabelsForPV: readonly string[];
+  readonly useAlphaAPI: boolean;
+  readonly useJobForCleaning: boolean;
+  readonly jobTolerations: readonly V1Toleration[];
+  /** minResyncPeriod in milliseconds (default 5m). */
+  readonly minResyncPeriodMs: number;
+  readonly useNodeNameOnly: boolean;
+  readonly labelsForPV: Readonly<Record<string, string>>;
+  readonly setPVOwnerRef: boolean;
+  readonly removeNodeNotReadyTaint: boolean;
+  readonly provisionerNotReadyNodeTaintKey: string;
+}
+
+/** One problem found while parsing or validating; all of them are reported at once. */
+export interface ConfigError {
+  /** Key path, e.g. "storageClassMap.fast-disks.hostDir". */
+  readonly path: string;
+  readonly message: string;
+  /** ConfigMap key (file name) the problem is in, when known. */
+  readonly file?: string | undefined;
+  /** 1-based line inside that file, when the YAML gives one. */
+  readonly line?: number | undefined;
+}
+
+export type ParseResult =
+  | { readonly ok: true; readonly config: ProvisionerConfig; readonly hash: string }
+  | { readonly ok: false; readonly errors: readonly ConfigError[] };
+
+export const DEFAULT_BLOCK_CLEANER_COMMAND: readonly string[] = Object.freeze(['/scripts/quick_reset.sh']);
+export const DEFAULT_NAME_PATTERN = '*';
+export const DEFAULT_MIN_RESYNC_PERIOD_MS = 5 * 60 * 1000;
+export const DEFAULT_CONFIG_DIR = '/etc/provisioner/config';

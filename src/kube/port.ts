@@ -1,0 +1,110 @@
+// The narrow port through which the daemon talks to the Kubernetes API.
+// src/kube/client.ts implements it on @kubernetes/client-node; unit tests use the
+// in-memory fake in test/support/fake-kube.ts. Nothing else in src/ imports
+// @kubernetes/client-node's API classes, so every API request is visible here
+// (and counted: see src/kube/client.ts).
+import type {
+  CoreV1Event,
+  KubernetesObject,
+  V1Job,
+  V1Node,
+  V1PersistentVolume,
+  V1Pod,
+  V1StorageClass,
+} from '@kubernetes/client-node';
+
+/** Resources the daemon lists and watches. */
+export type ResourceKind = 'persistentvolumes' | 'storageclasses' | 'jobs' | 'nodes' | 'pods' | 'events';
+
+export interface ResourceTypes {
+  persistentvolumes: V1PersistentVolume;
+  storageclasses: V1StorageClass;
+  jobs: V1Job;
+  nodes: V1Node;
+  pods: V1Pod;
+  events: CoreV1Event;
+}
+
+export interface ListOptions {
+  readonly namespace?: string | undefined;
+  readonly labelSelector?: string | undefined;
+  readonly fieldSelector?: string | undefined;
+}
+
+export interface ListResult<T> {
+  readonly items: T[];
+  readonly resourceVersion: string;
+}
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+
+export interface WatchEvent<T> {
+  readonly type: WatchEventType;
+  /** For ERROR this is a metav1.Status (code 410 = resourceVersion too old). */
+  readonly object: T | KubeStatus;
+}
+
+export interface KubeStatus {
+  readonly kind?: string;
+  readonly code?: number;
+  readonly reason?: string;
+  readonly message?: string;
+}
+
+export interface WatchOptions extends ListOptions {
+  readonly resourceVersion: string;
+  readonly timeoutSeconds?: number | undefined;
+  readonly allowWatchBookmarks?: boolean | undefined;
+}
+
+/** Error thrown by the port: `code` is the HTTP status (0 for network errors). */
+export class KubeError extends Error {
+  readonly code: number;
+  readonly reason: string;
+  constructor(code: number, reason: string, message: string) {
+    super(message);
+    this.name = 'KubeError';
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
+export const isNotFound = (e: unknown): boolean => e instanceof KubeError && e.code === 404;
+export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
+export const isConflict = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
+export const isGone = (e: unknown): boolean => e instanceof KubeError && e.code === 410;
+
+export interface DeleteOptions {
+  /** Precondition: only delete the object with this UID. */
+  readonly uid?: string | undefined;
+  readonly propagationPolicy?: 'Foreground' | 'Background' | 'Orphan' | undefined;
+}
+
+export interface KubePort {
+  list<K extends ResourceKind>(kind: K, opts: ListOptions): Promise<ListResult<ResourceTypes[K]>>;
+  /**
+   * Streams watch events to `onEvent` until the server ends the watch (resolves),
+   * the signal aborts (resolves), or an error happens (rejects with KubeError).
+   */
+  watch<K extends ResourceKind>(
+    kind: K,
+    opts: WatchOptions,
+    onEvent: (ev: WatchEvent<ResourceTypes[K]>) => void,
+    signal: AbortSignal,
+  ): Promise<void>;
+
+  getNode(name: string): Promise<V1Node>;
+  replaceNode(node: V1Node): Promise<V1Node>;
+
+  createPersistentVolume(pv: V1PersistentVolume): Promise<V1PersistentVolume>;
+  deletePersistentVolume(name: string, opts?: DeleteOptions): Promise<void>;
+
+  createJob(namespace: string, job: V1Job): Promise<V1Job>;
+  deleteJob(namespace: string, name: string, opts?: DeleteOptions): Promise<void>;
+
+  createEvent(namespace: string, ev: CoreV1Event): Promise<CoreV1Event>;
+  /** Merge-patches an existing Event (used to bump count/lastTimestamp of a repeated event). */
+  patchEvent(namespace: string, name: string, patch: Partial<CoreV1Event>): Promise<CoreV1Event>;
+}
+
+export type AnyObject = KubernetesObject;

@@ -1,0 +1,182 @@
+// Every metric the daemon exports, created once per process on one registry.
+// Names and labels of the Go provisioner's metrics are kept 1:1 (subsystem
+// "local_volume_provisioner", no namespace) so existing dashboards keep working.
+// Metrics are never re-registered across controller restarts (hot reload).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export const METRIC_PREFIX = 'local_volume_provisioner_';
+
+export interface ProcTableStats {
+  running: number;
+  succeeded: number;
+  failed: number;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  // --- Go provisioner metrics (pkg/metrics/metrics.go) ---
+  readonly capacityBytes = new Gauge({
+    name: `${METRIC_PREFIX}persistentvolume_capacity_bytes`,
+    help: 'Capacity in bytes of the volumes discovered in the last discovery pass, per volume mode.',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly discoveryTotal = new Counter({
+    name: `${METRIC_PREFIX}persistentvolume_discovery_total`,
+    help: 'Total number of persistent volumes created by discovery.',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly discoveryDuration = new Histogram({
+    name: `${METRIC_PREFIX}persistentvolume_discovery_duration_seconds`,
+    help: 'Latency in seconds from finding a volume to its persistent volume being created.',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly deleteTotal = new Counter({
+    name: `${METRIC_PREFIX}persistentvolume_delete_total`,
+    help: 'Total number of persistent volumes deleted after a successful cleanup.',
+    labelNames: ['mode', 'type'] as const,
+    registers: [this.registry],
+  });
+  readonly deleteFailedTotal = new Counter({
+    name: `${METRIC_PREFIX}persistentvolume_delete_failed_total`,
+    help: 'Total number of failed attempts to clean or delete a persistent volume.',
+    labelNames: ['mode', 'type'] as const,
+    registers: [this.registry],
+  });
+  readonly deleteDuration = new Histogram({
+    name: `${METRIC_PREFIX}persistentvolume_delete_duration_seconds`,
+    help: 'Latency in seconds from the start of a cleanup to the persistent volume being deleted.',
+    labelNames: ['mode', 'type', 'capacity', 'cleanup_command'] as const,
+    registers: [this.registry],
+  });
+  readonly apiserverRequests = new Counter({
+    name: `${METRIC_PREFIX}apiserver_requests_total`,
+    help: 'Total number of persistent volume create and delete requests sent to the API server.',
+    labelNames: ['method'] as const,
+    registers: [this.registry],
+  });
+  readonly apiserverRequestsFailed = new Counter({
+    name: `${METRIC_PREFIX}apiserver_requests_failed_total`,
+    help: 'Total number of failed persistent volume create and delete requests.',
+    labelNames: ['method'] as const,
+    registers: [this.registry],
+  });
+  readonly apiserverRequestsDuration = new Histogram({
+    name: `${METRIC_PREFIX}apiserver_requests_duration_seconds`,
+    help: 'Latency in seconds of persistent volume create and delete requests.',
+    labelNames: ['method'] as const,
+    registers: [this.registry],
+  });
+
+  // --- Our additions ---
+  /** Every request sent to the API server, by verb and resource (not only PV create/delete). */
+  readonly kubeRequests = new Counter({
+    name: `${METRIC_PREFIX}kube_requests_total`,
+    help: 'Total number of requests sent to the API server, by verb, resource and result code.',
+    labelNames: ['verb', 'resource', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly watchRestarts = new Counter({
+    name: `${METRIC_PREFIX}watch_restarts_total`,
+    help: 'Watch streams re-opened, by resource and reason (timeout, closed, error, gone, stall).',
+    labelNames: ['resource', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly discoveryErrors = new Counter({
+    name: `${METRIC_PREFIX}discovery_errors_total`,
+    help: 'Errors met while discovering volumes, by storage class.',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+  });
+  readonly volumeMissing = new Counter({
+    name: `${METRIC_PREFIX}persistentvolume_volume_missing_total`,
+    help: 'Released persistent volumes whose volume path is gone or no longer a mount point (not cleaned, not deleted).',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+  });
+  readonly cleanupRetries = new Counter({
+    name: `${METRIC_PREFIX}cleanup_retries_total`,
+    help: 'Cleanups scheduled for a retry after a failure, by cleanup type.',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly configLastReloadSuccessful = new Gauge({
+    name: `${METRIC_PREFIX}config_last_reload_successful`,
+    help: 'Whether the last configuration reload attempt was successful (1) or rejected (0).',
+    registers: [this.registry],
+  });
+  readonly configLastReloadSuccessTimestamp = new Gauge({
+    name: `${METRIC_PREFIX}config_last_reload_success_timestamp_seconds`,
+    help: 'Unix time of the last successful configuration load or reload.',
+    registers: [this.registry],
+  });
+  readonly configReloadTotal = new Counter({
+    name: `${METRIC_PREFIX}config_reload_total`,
+    help: 'Configuration checks, by result: applied, invalid or unchanged.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly configInfo = new Gauge({
+    name: `${METRIC_PREFIX}config_info`,
+    help: 'Always 1; the hash label is the canonical hash of the configuration in use.',
+    labelNames: ['hash'] as const,
+    registers: [this.registry],
+  });
+  readonly controllerRestarts = new Counter({
+    name: `${METRIC_PREFIX}controller_restarts_total`,
+    help: 'Number of times the local controller was restarted with a new configuration.',
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.configReloadTotal.inc({ result: 'applied' }, 0);
+    this.configReloadTotal.inc({ result: 'invalid' }, 0);
+    this.configReloadTotal.inc({ result: 'unchanged' }, 0);
+  }
+
+  /** Exposes the process table, read at scrape time (the Go provisioner's ProcTableCollector). */
+  registerProcTable(stats: () => ProcTableStats): void {
+    const mk = (name: string, help: string, pick: (s: ProcTableStats) => number): void => {
+      new Gauge({
+        name: `${METRIC_PREFIX}proctable_${name}`,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(pick(stats()));
+        },
+      });
+    };
+    mk('running', 'Number of cleanup processes running now.', (s) => s.running);
+    mk('succeeded', 'Number of cleanup processes that succeeded (cumulative).', (s) => s.succeeded);
+    mk('failed', 'Number of cleanup processes that failed (cumulative).', (s) => s.failed);
+  }
+
+  /** Records one PV create/delete request the way the Go provisioner's APIUtil does. */
+  async timePvRequest<T>(method: 'create' | 'delete', fn: () => Promise<T>): Promise<T> {
+    this.apiserverRequests.inc({ method });
+    const end = this.apiserverRequestsDuration.startTimer({ method });
+    try {
+      return await fn();
+    } catch (e) {
+      this.apiserverRequestsFailed.inc({ method });
+      throw e;
+    } finally {
+      end();
+    }
+  }
+
+  setConfigHash(hash: string): void {
+    this.configInfo.reset();
+    this.configInfo.set({ hash }, 1);
+  }
+}
+
+/** The Go provisioner's CapacityBreakDown: ceil(bytes / 500GiB) * 500 + "G". */
+export function capacityBreakDown(bytes: number): string {
+  const unit = 500 * 1024 ** 3;
+  return `${Math.ceil(bytes / unit) * 500}G`;
+}
