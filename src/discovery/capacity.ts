@@ -1,0 +1,59 @@
+// PV capacity: the Go provisioner's rounding (roundDownCapacityPretty) and the
+// canonical string of a resource.Quantity created with resource.BinarySI, so the
+// PV's spec.capacity.storage is byte-identical to what the Go provisioner writes.
+
+export const KiB = 1024n;
+export const MiB = 1024n * KiB;
+export const GiB = 1024n * MiB;
+export const TiB = 1024n * GiB;
+
+/**
+ * Rounds down to whole GiB when that leaves at least 10 of them, else to whole
+ * MiB when that leaves at least 10 of them, else keeps the exact byte count.
+ */
+export function roundDownCapacityPretty(bytes: bigint): bigint {
+  for (const unit of [GiB, MiB]) {
+    const units = bytes / unit; // bigint division truncates toward zero, like Go's int64 division
+    if (units >= 10n) return units * unit;
+  }
+  return bytes;
+}
+
+const BINARY_SUFFIXES = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'] as const;
+const DECIMAL_SUFFIXES: Readonly<Record<number, string>> = { 0: '', 3: 'k', 6: 'M', 9: 'G', 12: 'T', 15: 'P', 18: 'E' };
+
+/**
+ * Canonical string of an integer Quantity in BinarySI format (apimachinery's
+ * CanonicalizeBytes):
+ *  - 0 is "0";
+ *  - values strictly between -1024 and 1024 fall back to DecimalSI: trailing
+ *    zeros are folded into a power of ten that is a multiple of 3 ("1000" -> "1k", "500" -> "500");
+ *  - otherwise the value is divided by 1024 as long as it divides exactly and
+ *    gets the matching Ki..Ei suffix ("1024" -> "1Ki", "12345" -> "12345").
+ * Go would print a bare number for 1024^7 and above (no suffix exists); such
+ * sizes cannot come from a real device, and we keep dividing only up to Ei.
+ */
+export function formatQuantity(bytes: bigint): string {
+  if (bytes === 0n) return '0';
+  const negative = bytes < 0n;
+  let abs = negative ? -bytes : bytes;
+  const sign = negative ? '-' : '';
+  if (abs < 1024n) {
+    let exp = 0;
+    while (abs % 10n === 0n) {
+      abs /= 10n;
+      exp++;
+    }
+    // Make the exponent a multiple of 3 by putting the extra zeros back.
+    const extra = exp % 3;
+    abs *= 10n ** BigInt(extra);
+    exp -= extra;
+    return `${sign}${abs}${DECIMAL_SUFFIXES[exp] ?? ''}`;
+  }
+  let idx = 0;
+  while (idx < BINARY_SUFFIXES.length - 1 && abs % 1024n === 0n) {
+    abs /= 1024n;
+    idx++;
+  }
+  return `${sign}${abs}${BINARY_SUFFIXES[idx]}`;
+}
