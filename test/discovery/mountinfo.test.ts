@@ -1,0 +1,83 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseMountInfo, readMountPoints, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
+
+const SAMPLE = [
+  '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro',
+  '36 22 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue',
+  '40 22 0:35 / /mnt/disks/vol1 rw,relatime - tmpfs tmpfs rw,size=20480k',
+  // Bind mount whose mount point holds a space, a tab and a backslash.
+  '41 22 8:1 /src /mnt/disks/with\\040space rw - ext4 /dev/sda1 rw',
+  '42 22 8:1 /src /mnt/disks/tab\\011and\\012nl\\134bs rw shared:5 master:2 - ext4 /dev/sda1 rw',
+  // No optional fields at all.
+  '43 22 0:40 / /mnt/disks/vol2 rw - tmpfs none rw',
+  '',
+].join('\n');
+
+describe('unescapeMountPath', () => {
+  it('decodes octal escapes', () => {
+    expect(unescapeMountPath('/a\\040b')).toBe('/a b');
+    expect(unescapeMountPath('/a\\011b\\012c\\134d')).toBe('/a\tb\nc\\d');
+    expect(unescapeMountPath('/plain')).toBe('/plain');
+  });
+  it('keeps a backslash not followed by three octal digits', () => {
+    expect(unescapeMountPath('/a\\9b')).toBe('/a\\9b');
+    expect(unescapeMountPath('/a\\04')).toBe('/a\\04');
+  });
+});
+
+describe('parseMountInfo', () => {
+  it('returns field 5 of every line, decoded', () => {
+    const { mountPoints, malformed } = parseMountInfo(SAMPLE);
+    expect(malformed).toBe(0);
+    expect([...mountPoints].sort()).toEqual(
+      ['/', '/mnt/parent', '/mnt/disks/vol1', '/mnt/disks/with space', '/mnt/disks/tab\tand\nnl\\bs', '/mnt/disks/vol2'].sort(),
+    );
+  });
+
+  it('skips malformed lines and counts them', () => {
+    const text = [
+      'garbage',
+      '1 2 3', // too short
+      '40 22 0:35 / /mnt/ok rw,relatime - tmpfs tmpfs rw',
+      '40 22 0:35 / /mnt/nosep rw,relatime tmpfs tmpfs rw x', // no "-" separator
+      '40 22 0:35 / relative rw - tmpfs tmpfs rw', // mount point not absolute
+      '40 22 0:35 / /mnt/short rw -', // nothing after the separator
+    ].join('\n');
+    const { mountPoints, malformed } = parseMountInfo(text);
+    expect([...mountPoints]).toEqual(['/mnt/ok']);
+    expect(malformed).toBe(5);
+  });
+});
+
+describe('readMountPoints', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'mountinfo-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reads a mountinfo file and reports malformed lines', async () => {
+    const file = join(dir, 'mountinfo');
+    await writeFile(file, `${SAMPLE}not a line\n`);
+    const counts: number[] = [];
+    const mp = await readMountPoints(file, { onMalformed: (n) => counts.push(n) });
+    expect(mp.has('/mnt/disks/with space')).toBe(true);
+    expect(mp.has('/mnt/disks/with\\040space')).toBe(false);
+    expect(mp.size).toBe(6);
+    expect(counts).toEqual([1]);
+  });
+
+  it('rejects when the file cannot be read', async () => {
+    await expect(readMountPoints(join(dir, 'missing'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('reads the real /proc/self/mountinfo', async () => {
+    const mp = await readMountPoints();
+    expect(mp.has('/')).toBe(true);
+  });
+});
