@@ -1,0 +1,23 @@
+# Image of the provisioner and of its cleanup Jobs (JOB_CONTAINER_IMAGE).
+# Not built in CI (no Docker engine there); `docker build -t local-static-provisioner .`
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev --ignore-scripts
+
+FROM node:24-bookworm-slim
+# The cleaners shell out to these (wipefs, blkdiscard, shred, mkfs, ionice).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends util-linux e2fsprogs bash coreutils findutils \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY deployment/scripts /scripts
+RUN chmod +x /scripts/*.sh
+ENV PATH="/sbin:/usr/sbin:${PATH}" NODE_ENV=production
+ENTRYPOINT ["node", "--enable-source-maps", "/app/dist/main.js"]
