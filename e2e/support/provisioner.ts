@@ -1,0 +1,113 @@
+// Runs the real daemon (node src/main.ts) as a child process for e2e tests and
+// the demo, with its logs in a file; stop() and kill() leave no process behind.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const repo = join(import.meta.dirname, '..', '..');
+
+export interface ProvisionerProcess {
+  readonly child: ChildProcess;
+  readonly logFile: string;
+  readonly port: number;
+  logs(): string;
+  /** Parsed JSON log lines. */
+  logLines(): Array<Record<string, unknown>>;
+  metrics(): Promise<string>;
+  ready(): Promise<boolean>;
+  /** SIGTERM, SIGKILL after 10 s; resolves when the process has exited. */
+  stop(): Promise<void>;
+  /** SIGKILL at once (crash tests). */
+  kill(): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+export interface StartOptions {
+  configDir: string;
+  nodeName: string;
+  kubeconfig: string;
+  namespace?: string;
+  port: number;
+  logFile: string;
+  args?: string[];
+  env?: Record<string, string>;
+}
+
+export function startProvisioner(o: StartOptions): ProvisionerProcess {
+  const out = createWriteStream(o.logFile, { flags: 'a' });
+  const child = spawn(
+    process.execPath,
+    [
+      join(repo, 'src', 'main.ts'),
+      `--config-dir=${o.configDir}`,
+      `--listen-address=127.0.0.1:${o.port}`,
+      '--log-level=debug',
+      ...(o.args ?? []),
+    ],
+    {
+      cwd: repo,
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        KUBECONFIG: o.kubeconfig,
+        MY_NODE_NAME: o.nodeName,
+        MY_NAMESPACE: o.namespace ?? 'kube-system',
+        MY_POD_NAME: `local-volume-provisioner-${o.nodeName}`,
+        JOB_CONTAINER_IMAGE: 'local-static-provisioner:e2e',
+        ...o.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  child.stdout?.pipe(out, { end: false });
+  child.stderr?.pipe(out, { end: false });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const base = `http://127.0.0.1:${o.port}`;
+  const waitExit = async (signal: NodeJS.Signals, graceMs: number): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill(signal);
+    const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(t);
+  };
+  return {
+    child,
+    logFile: o.logFile,
+    port: o.port,
+    exited,
+    logs: () => readFileSync(o.logFile, 'utf8'),
+    logLines: () =>
+      readFileSync(o.logFile, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => {
+          try {
+            return JSON.parse(l) as Record<string, unknown>;
+          } catch {
+            return {};
+          }
+        }),
+    metrics: async () => (await fetch(`${base}/metrics`)).text(),
+    ready: async () => {
+      try {
+        return (await fetch(`${base}/ready`)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    stop: () => waitExit('SIGTERM', 10_000),
+    kill: () => waitExit('SIGKILL', 1000),
+  };
+}
+
+/** Sum of a metric's samples whose labels contain every given label (e.g. { method: 'create' }). */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const ls = m[2] ?? '';
+    if (Object.entries(labels).every(([k, v]) => ls.includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
+}
