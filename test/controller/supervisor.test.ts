@@ -1,0 +1,461 @@
+// Supervisor: fake generations that record start/stop order, the real Metrics
+// registry, a recording event sink, and configs parsed by the real parser.
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/parse.ts';
+import type { ProvisionerConfig } from '../../src/config/types.ts';
+import { Supervisor, type Generation, type GenerationContext, type SupervisorOptions } from '../../src/controller/supervisor.ts';
+import type { EventRecorder, EventType, ObjectRef } from '../../src/kube/events.ts';
+import { Metrics } from '../../src/metrics/metrics.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { ConfigWatcher, type WatchResult } from '../../src/watcher/config-watcher.ts';
+import { AtomicWriter } from '../support/atomic-writer.ts';
+
+const classYaml = (classes: Record<string, { hostDir: string; namePattern?: string }>): string =>
+  Object.entries(classes)
+    .map(
+      ([name, c]) =>
+        `${name}:\n  hostDir: ${c.hostDir}\n  mountDir: ${c.hostDir}\n${c.namePattern ? `  namePattern: "${c.namePattern}"\n` : ''}`,
+    )
+    .join('');
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(cond: () => boolean, timeoutMs = 3000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(5);
+  }
+}
+
+let genCounter = 0;
+function result(files: Record<string, string>): WatchResult {
+  return { files: { files, generation: `..gen.${++genCounter}` }, result: parseConfig(files) };
+}
+
+const A = { storageClassMap: classYaml({ fast: { hostDir: '/mnt/fast' }, slow: { hostDir: '/mnt/slow' } }) };
+const B = { storageClassMap: classYaml({ fast: { hostDir: '/mnt/fast', namePattern: 'nvme*' } }) };
+const C = { ...A, labelsForPV: 'team: storage\n' };
+const BAD_YAML = { storageClassMap: 'fast: [unclosed\n' };
+const BAD_TYPE = { ...A, useJobForCleaning: 'sometimes\n' };
+const BAD_PATH = { storageClassMap: classYaml({ fast: { hostDir: 'relative/dir' } }) };
+
+const hashOf = (files: Record<string, string>): string => {
+  const r = parseConfig(files);
+  if (!r.ok) throw new Error('test config is invalid');
+  return r.hash;
+};
+
+interface RecordedEvent {
+  ref: ObjectRef;
+  type: EventType;
+  reason: string;
+  message: string;
+}
+
+class Recorder implements EventRecorder {
+  events: RecordedEvent[] = [];
+  event(ref: ObjectRef, type: EventType, reason: string, message: string): void {
+    this.events.push({ ref, type, reason, message });
+  }
+  reasons(): string[] {
+    return this.events.map((e) => e.reason);
+  }
+}
+
+/** Fake generations: a log of start/stop, and a check that two never run at once. */
+class Harness {
+  log: string[] = [];
+  active = 0;
+  maxActive = 0;
+  starts: { config: ProvisionerConfig; ctx: GenerationContext }[] = [];
+  failStarts = 0;
+  startDelay: Promise<void> | undefined;
+  stopDelayMs = 0;
+
+  start = async (config: ProvisionerConfig, ctx: GenerationContext): Promise<Generation> => {
+    this.log.push(`start ${ctx.generation}`);
+    if (this.startDelay) await this.startDelay;
+    if (this.failStarts > 0) {
+      this.failStarts--;
+      this.log.push(`fail ${ctx.generation}`);
+      throw new Error('apiserver unavailable');
+    }
+    this.starts.push({ config, ctx });
+    this.active++;
+    this.maxActive = Math.max(this.maxActive, this.active);
+    this.log.push(`running ${ctx.generation}`);
+    let stopped = false;
+    return {
+      stop: async () => {
+        if (stopped) throw new Error('generation stopped twice');
+        stopped = true;
+        this.log.push(`stopping ${ctx.generation}`);
+        await sleep(this.stopDelayMs);
+        this.active--;
+        this.log.push(`stopped ${ctx.generation}`);
+      },
+    };
+  };
+}
+
+const POD: ObjectRef = { kind: 'Pod', name: 'lvp-abc', namespace: 'kube-system', apiVersion: 'v1' };
+const NODE: ObjectRef = { kind: 'Node', name: 'node-1', apiVersion: 'v1' };
+
+interface Setup {
+  sup: Supervisor;
+  h: Harness;
+  rec: Recorder;
+  metrics: Metrics;
+  logs: Record<string, unknown>[];
+}
+
+const supervisors: Supervisor[] = [];
+
+function setup(opts: Partial<SupervisorOptions> = {}): Setup {
+  const h = new Harness();
+  const rec = new Recorder();
+  const metrics = new Metrics({ defaultMetrics: false });
+  const logs: Record<string, unknown>[] = [];
+  const logger = pino({ level: 'debug' }, { write: (s: string) => logs.push(JSON.parse(s) as Record<string, unknown>) });
+  const sup = new Supervisor({
+    start: h.start,
+    hotReload: true,
+    metrics,
+    recorder: rec,
+    refs: [POD, NODE],
+    logger,
+    now: () => 1_700_000_000_000,
+    retry: { initialMs: 10, maxMs: 40, jitter: 0 },
+    ...opts,
+  });
+  supervisors.push(sup);
+  return { sup, h, rec, metrics, logs };
+}
+
+async function reloads(m: Metrics): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const v of (await m.configReloadTotal.get()).values) out[String(v.labels.result)] = v.value;
+  return out;
+}
+const gauge = async (g: { get(): Promise<{ values: { value: number }[] }> }): Promise<number | undefined> =>
+  (await g.get()).values[0]?.value;
+async function infoHashes(m: Metrics): Promise<string[]> {
+  return (await m.configInfo.get()).values.filter((v) => v.value === 1).map((v) => String(v.labels.hash));
+}
+
+afterEach(async () => {
+  await Promise.all(supervisors.splice(0).map((s) => s.stop()));
+});
+
+describe('Supervisor: first start and unchanged', () => {
+  it('starts the first valid config, with metrics and no restart counted', async () => {
+    const { sup, h, rec, metrics } = setup();
+    expect(sup.ready).toBe(false);
+    await sup.handle(result(A));
+    expect(sup.ready).toBe(true);
+    expect(sup.current?.hash).toBe(hashOf(A));
+    expect(sup.current?.generation).toBe(1);
+    expect(h.starts).toHaveLength(1);
+    expect(h.starts[0]!.ctx.hash).toBe(hashOf(A));
+    expect([...h.starts[0]!.ctx.lastKnownClasses.keys()].sort()).toEqual(['fast', 'slow']);
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 0, unchanged: 0 });
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(1);
+    expect(await gauge(metrics.configLastReloadSuccessTimestamp)).toBe(1_700_000_000);
+    expect(await gauge(metrics.controllerRestarts)).toBe(0);
+    expect(await infoHashes(metrics)).toEqual([hashOf(A)]);
+    expect(rec.events).toEqual([]); // a normal start-up is not a reload
+  });
+
+  it('counts the same hash as unchanged and does nothing else', async () => {
+    const { sup, h, rec, metrics } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result({ ...A })); // a new generation, same content
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 0, unchanged: 1 });
+    expect(rec.events).toEqual([]);
+  });
+});
+
+describe('Supervisor: reload', () => {
+  it('stops the old generation completely before starting the new one, then reports', async () => {
+    const { sup, h, rec, metrics, logs } = setup();
+    h.stopDelayMs = 30;
+    await sup.handle(result(A));
+    await sup.handle(result(B));
+    expect(h.log).toEqual(['start 1', 'running 1', 'stopping 1', 'stopped 1', 'start 2', 'running 2']);
+    expect(h.maxActive).toBe(1);
+    expect(sup.current?.hash).toBe(hashOf(B));
+    expect(sup.current?.generation).toBe(2);
+    expect(await reloads(metrics)).toEqual({ applied: 2, invalid: 0, unchanged: 0 });
+    expect(await gauge(metrics.controllerRestarts)).toBe(1);
+    expect(await infoHashes(metrics)).toEqual([hashOf(B)]);
+    // one Normal event per ref, naming what changed
+    expect(rec.events.map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
+      ['Pod', 'Normal', 'ConfigReloaded'],
+      ['Node', 'Normal', 'ConfigReloaded'],
+    ]);
+    expect(rec.events[0]!.message).toContain('storageClassMap');
+    expect(rec.events[0]!.message).toContain(hashOf(B).slice(0, 12));
+    const line = logs.find((l) => l['msg'] === 'configuration reloaded; local controller restarted');
+    expect(line).toBeDefined();
+    expect(line!['removedClasses']).toEqual(['slow']);
+    expect((line!['changed'] as string[]).some((k) => k.includes('storageClassMap'))).toBe(true);
+  });
+
+  it('keeps every class ever applied, with its latest settings, in lastKnownClasses', async () => {
+    const { sup, h } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result(B));
+    const known = h.starts[1]!.ctx.lastKnownClasses;
+    expect([...known.keys()].sort()).toEqual(['fast', 'slow']);
+    expect(known.get('fast')?.namePattern).toBe('nvme*'); // B's settings
+    expect(known.get('slow')?.hostDir).toBe('/mnt/slow'); // A's, still known after its removal
+    expect(Object.keys(h.starts[1]!.config.storageClassMap)).toEqual(['fast']);
+    expect(sup.lastKnownClasses.get('slow')?.hostDir).toBe('/mnt/slow');
+  });
+
+  it('coalesces results that arrive during a restart: only the latest is applied next', async () => {
+    const { sup, h } = setup();
+    await sup.handle(result(A));
+    let release!: () => void;
+    h.startDelay = new Promise<void>((r) => (release = r));
+    const pB = sup.handle(result(B));
+    await waitFor(() => h.log.includes('start 2'));
+    const pC = sup.handle(result(C));
+    const pA = sup.handle(result(A)); // back to A while B is still starting
+    const pC2 = sup.handle(result(C));
+    release();
+    h.startDelay = undefined;
+    await Promise.all([pB, pC, pA, pC2]);
+    expect(h.starts.map((s) => s.ctx.hash)).toEqual([hashOf(A), hashOf(B), hashOf(C)]);
+    expect(h.maxActive).toBe(1);
+    expect(sup.current?.hash).toBe(hashOf(C));
+  });
+});
+
+describe('Supervisor: invalid configs', () => {
+  it.each([
+    ['invalid YAML', BAD_YAML],
+    ['a wrong type', BAD_TYPE],
+    ['a relative path', BAD_PATH],
+  ])('keeps the running generation on %s and reports it once', async (_name, bad) => {
+    const { sup, h, rec, metrics, logs } = setup();
+    await sup.handle(result(A));
+    const res = result(bad);
+    expect(res.result.ok).toBe(false);
+    await sup.handle(res);
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    expect(sup.ready).toBe(true);
+    expect(sup.current?.hash).toBe(hashOf(A));
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 1, unchanged: 0 });
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+    expect(await gauge(metrics.configLastReloadSuccessTimestamp)).toBe(1_700_000_000);
+    expect(await infoHashes(metrics)).toEqual([hashOf(A)]);
+    expect(rec.events.map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
+      ['Pod', 'Warning', 'ConfigInvalid'],
+      ['Node', 'Warning', 'ConfigInvalid'],
+    ]);
+    const errors = res.result.ok ? [] : res.result.errors;
+    expect(rec.events[0]!.message).toContain(errors[0]!.message.split('\n')[0]!.slice(0, 30));
+    expect(rec.events[0]!.message).toContain(`keeping configuration ${hashOf(A).slice(0, 12)}`);
+    const errorLines = logs.filter((l) => String(l['msg']).startsWith('invalid configuration:'));
+    expect(errorLines).toHaveLength(errors.length);
+    expect(errorLines[0]!['path']).toBe(errors[0]!.path);
+
+    // the same bad content again (a kubelet touch): counted, not re-reported
+    await sup.handle(result({ ...bad }));
+    expect(rec.events).toHaveLength(2);
+    expect(logs.filter((l) => String(l['msg']).startsWith('invalid configuration:'))).toHaveLength(errors.length);
+    expect((await reloads(metrics)).invalid).toBe(2);
+
+    // a valid edit applies at once
+    await sup.handle(result(C));
+    expect(sup.current?.hash).toBe(hashOf(C));
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(1);
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid', 'ConfigReloaded', 'ConfigReloaded']);
+  });
+
+  it('reports a different bad config again, and a reverted edit clears the alarm', async () => {
+    const { sup, rec, metrics } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result(BAD_YAML));
+    await sup.handle(result(BAD_PATH));
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid', 'ConfigInvalid', 'ConfigInvalid']);
+    await sup.handle(result(A)); // reverted to the running config
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(1);
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 2, unchanged: 1 });
+    // the same bad content after a good one is news again
+    await sup.handle(result(BAD_YAML));
+    expect(rec.events.filter((e) => e.reason === 'ConfigInvalid')).toHaveLength(6);
+  });
+
+  it('summarises many errors in one event and caps its length', async () => {
+    const { sup, rec } = setup();
+    const many: Record<string, string> = {
+      storageClassMap: Array.from({ length: 8 }, (_, i) => `c${i}:\n  hostDir: rel${i}\n  mountDir: rel${i}\n`).join(''),
+    };
+    const res = result(many);
+    expect(res.result.ok).toBe(false);
+    await sup.handle(res);
+    const msg = rec.events[0]!.message;
+    expect(msg.length).toBeLessThanOrEqual(1000);
+    const n = res.result.ok ? 0 : res.result.errors.length;
+    expect(msg).toContain(`${n} errors`);
+    if (n > 3) expect(msg).toContain(`and ${n - 3} more`);
+  });
+
+  it('with a bad config at start-up runs nothing, stays up and not ready; the first valid config starts it', async () => {
+    const { sup, h, rec, metrics } = setup();
+    await sup.handle(result(BAD_YAML));
+    expect(sup.ready).toBe(false);
+    expect(sup.current).toBeUndefined();
+    expect(h.log).toEqual([]);
+    expect(rec.events[0]!.message).toContain('no valid configuration yet');
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+    await sup.handle(result(A));
+    expect(sup.ready).toBe(true);
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    expect(await gauge(metrics.controllerRestarts)).toBe(0);
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(1);
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid', 'ConfigReloaded', 'ConfigReloaded']);
+    expect(rec.events[2]!.message).toContain('first valid configuration');
+  });
+});
+
+describe('Supervisor: hot reload off, start failures, stop', () => {
+  it('with hot reload off only logs a new config (once) and keeps the running one', async () => {
+    const { sup, h, rec, metrics, logs } = setup({ hotReload: false });
+    await sup.handle(result(A));
+    await sup.handle(result(B));
+    await sup.handle(result({ ...B }));
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    expect(sup.current?.hash).toBe(hashOf(A));
+    expect(rec.events).toEqual([]);
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 0, unchanged: 2 });
+    const warn = logs.filter((l) => String(l['msg']).includes('restart the pod to apply'));
+    expect(warn).toHaveLength(1);
+    expect(warn[0]!['hash']).toBe(hashOf(B));
+    expect(warn[0]!['changed']).toBeInstanceOf(Array);
+  });
+
+  it('with hot reload off still starts the first valid config after a bad start-up', async () => {
+    const { sup, h } = setup({ hotReload: false });
+    await sup.handle(result(BAD_PATH));
+    await sup.handle(result(A));
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    expect(sup.ready).toBe(true);
+  });
+
+  it('retries a failed start with backoff, reporting the failure once', async () => {
+    const { sup, h, rec, metrics } = setup();
+    await sup.handle(result(A));
+    h.failStarts = 3;
+    await sup.handle(result(B)); // resolves once the first failure is reported
+    expect(sup.ready).toBe(false);
+    expect(rec.reasons()).toEqual(['ControllerStartFailed', 'ControllerStartFailed']);
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+    await waitFor(() => sup.ready);
+    expect(h.log).toEqual([
+      'start 1', 'running 1', 'stopping 1', 'stopped 1',
+      'start 2', 'fail 2', 'start 2', 'fail 2', 'start 2', 'fail 2', 'start 2', 'running 2',
+    ]);
+    expect(sup.current?.hash).toBe(hashOf(B));
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(1);
+    expect(await gauge(metrics.controllerRestarts)).toBe(1);
+    expect(rec.reasons()).toEqual(['ControllerStartFailed', 'ControllerStartFailed', 'ConfigReloaded', 'ConfigReloaded']);
+  });
+
+  it('a newer config replaces one that keeps failing to start', async () => {
+    const { sup, h } = setup({ retry: { initialMs: 10_000, maxMs: 10_000, jitter: 0 } });
+    await sup.handle(result(A));
+    h.failStarts = 1;
+    await sup.handle(result(B));
+    expect(sup.ready).toBe(false);
+    await sup.handle(result(C)); // wakes the 10 s backoff at once
+    expect(sup.ready).toBe(true);
+    expect(sup.current?.hash).toBe(hashOf(C));
+    expect(sup.current?.generation).toBe(3);
+  });
+
+  it('stop() stops the running generation, ends a retry backoff, and ignores later results', async () => {
+    const { sup, h } = setup({ retry: { initialMs: 60_000, maxMs: 60_000, jitter: 0 } });
+    await sup.handle(result(A));
+    await sup.stop();
+    expect(h.log).toEqual(['start 1', 'running 1', 'stopping 1', 'stopped 1']);
+    expect(sup.ready).toBe(false);
+    await sup.handle(result(B));
+    expect(h.log).toHaveLength(4);
+
+    const s2 = setup({ retry: { initialMs: 60_000, maxMs: 60_000, jitter: 0 } });
+    s2.h.failStarts = 1;
+    await s2.sup.handle(result(A));
+    const t0 = Date.now();
+    await s2.sup.stop();
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(s2.h.log).toEqual(['start 1', 'fail 1']);
+  });
+
+  it('a failing stop() of the old generation is logged and the new one still starts', async () => {
+    const { sup, logs } = setup({
+      start: () => Promise.resolve({ stop: () => Promise.reject(new Error('stuck')) }),
+    });
+    await sup.handle(result(A));
+    await sup.handle(result(B));
+    expect(sup.current?.hash).toBe(hashOf(B));
+    expect(logs.some((l) => String(l['msg']).includes('stopping the local controller failed'))).toBe(true);
+  });
+});
+
+describe('ConfigWatcher + Supervisor with the kubelet writer', () => {
+  let dir: string | undefined;
+  let watcher: ConfigWatcher | undefined;
+  afterEach(async () => {
+    await watcher?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('bad config at start-up, a fix, a burst of 20 swaps (at most 2 restarts), touches (none)', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
+    const writer = new AtomicWriter(dir);
+    await writer.write(BAD_PATH);
+    const { sup, h, rec } = setup();
+    watcher = new ConfigWatcher({
+      dir,
+      pollIntervalMs: 2500,
+      debounceMs: 300,
+      logger: silentLogger,
+      onResult: (r) => sup.handle(r),
+    });
+    await watcher.start();
+    expect(sup.ready).toBe(false);
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid']);
+
+    await writer.write(A);
+    await watcher.checkNow();
+    expect(sup.ready).toBe(true);
+    const startsBefore = h.starts.length;
+
+    for (let i = 1; i <= 20; i++) {
+      await writer.write({ ...A, labelsForPV: `swap: "${i}"\n` });
+      await sleep(100);
+    }
+    await waitFor(() => sup.current?.config.labelsForPV['swap'] === '20', 4000);
+    const restarts = h.starts.length - startsBefore;
+    expect(restarts).toBeGreaterThanOrEqual(1);
+    expect(restarts).toBeLessThanOrEqual(2);
+
+    const afterBurst = h.starts.length;
+    for (let i = 0; i < 5; i++) {
+      await writer.touch();
+      await sleep(50);
+    }
+    await watcher.checkNow();
+    expect(h.starts.length).toBe(afterBurst);
+    expect(h.maxActive).toBe(1);
+  });
+});
