@@ -13,24 +13,7 @@ import { Metrics } from '../../src/metrics/metrics.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ConfigWatcher, type WatchResult } from '../../src/watcher/config-watcher.ts';
 import { AtomicWriter } from '../support/atomic-writer.ts';
-
-const classYaml = (classes: Record<string, { hostDir: string; namePattern?: string }>): string =>
-  Object.entries(classes)
-    .map(
-      ([name, c]) =>
-        `${name}:\n  hostDir: ${c.hostDir}\n  mountDir: ${c.hostDir}\n${c.namePattern ? `  namePattern: "${c.namePattern}"\n` : ''}`,
-    )
-    .join('');
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(cond: () => boolean, timeoutMs = 3000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(5);
-  }
-}
+import { classYaml, sleep, waitFor } from '../watcher/helpers.ts';
 
 let genCounter = 0;
 function result(files: Record<string, string>): WatchResult {

@@ -9,26 +9,9 @@ import { parseConfig } from '../../src/config/parse.ts';
 import { ConfigWatcher, type ConfigWatcherOptions, type WatchResult } from '../../src/watcher/config-watcher.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { AtomicWriter } from '../support/atomic-writer.ts';
-
-const classYaml = (classes: Record<string, { hostDir: string; namePattern?: string }>): string =>
-  Object.entries(classes)
-    .map(
-      ([name, c]) =>
-        `${name}:\n  hostDir: ${c.hostDir}\n  mountDir: ${c.hostDir}\n${c.namePattern ? `  namePattern: "${c.namePattern}"\n` : ''}`,
-    )
-    .join('');
+import { classYaml, sleep, waitFor } from './helpers.ts';
 
 const BASE = { storageClassMap: classYaml({ fast: { hostDir: '/mnt/fast' } }) };
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(cond: () => boolean, timeoutMs = 3000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}
 
 const classesOf = (r: WatchResult): string[] =>
   r.result.ok ? Object.keys(r.result.config.storageClassMap).sort() : [];
