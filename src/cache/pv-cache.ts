@@ -1,0 +1,192 @@
+// This node's PersistentVolumes: the Go provisioner's populator + cache.
+//
+// Two scopes:
+// - `pvOnThisNode` is the filter of the process-scope PV informer. It does not
+//   depend on the config, so the informer survives config reloads (a reload
+//   may flip useNodeNameOnly; both name forms are always kept).
+// - `PVCache` is rebuilt per controller generation on top of that informer and
+//   applies the config-dependent adoption rule of the Go populator.
+import type { V1PersistentVolume } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { objectKey, type Informer } from '../kube/informer.ts';
+import { silentLogger } from '../util/log.ts';
+import { PROVISIONER_NAME_PREFIX } from '../discovery/naming.ts';
+import { ANN_PROVISIONED_BY, LABEL_HOSTNAME } from '../discovery/pv-spec.ts';
+
+const provisionedBy = (pv: V1PersistentVolume): string | undefined => pv.metadata?.annotations?.[ANN_PROVISIONED_BY];
+
+/**
+ * True for PVs a provisioner on this node created, in either naming mode:
+ * provisioned-by is `local-volume-provisioner-<node>` or
+ * `local-volume-provisioner-<node>-<uid>`. Also kept: provisioned-by starting
+ * with `local-volume-provisioner-<node>-` and label kubernetes.io/hostname equal
+ * to the node name, which the Go populator adopts in useNodeNameOnly mode
+ * (PVs made in UID mode, e.g. before the Node object was re-created).
+ */
+export function pvOnThisNode(pv: V1PersistentVolume, node: { readonly name: string; readonly uid: string }): boolean {
+  const by = provisionedBy(pv);
+  if (by === undefined) return false;
+  const base = `${PROVISIONER_NAME_PREFIX}${node.name}`;
+  if (by === base || by === `${base}-${node.uid}`) return true;
+  return by.startsWith(`${base}-`) && pv.metadata?.labels?.[LABEL_HOSTNAME] === node.name;
+}
+
+export interface PVCacheOptions {
+  readonly informer: Informer<V1PersistentVolume>;
+  /** The current generation's provisioner name (provisionerName()). */
+  readonly provisionerName: string;
+  readonly useNodeNameOnly: boolean;
+  readonly nodeName: string;
+  readonly logger?: Logger | undefined;
+  /** How long a PV noted by noteCreated is trusted without the informer confirming it (default 2 min). */
+  readonly pendingTtlMs?: number | undefined;
+  readonly now?: (() => number) | undefined;
+}
+
+const DEFAULT_PENDING_TTL_MS = 2 * 60_000;
+const DELETED_UIDS_KEPT = 1024;
+
+/**
+ * The PVs this provisioner owns, by name and by spec.local.path. Fed by the
+ * informer's handlers; `close()` unsubscribes (end of the generation).
+ */
+export class PVCache {
+  readonly #opts: PVCacheOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #ttl: number;
+  readonly #pvs = new Map<string, V1PersistentVolume>();
+  /** Created by discovery, not yet delivered by the informer: name -> (pv, noted at). */
+  readonly #pending = new Map<string, { pv: V1PersistentVolume; at: number }>();
+  /** UIDs of recently deleted PVs, so a late noteCreated cannot resurrect one. */
+  readonly #deletedUids = new Set<string>();
+  readonly #byPath = new Map<string, Set<string>>();
+  readonly #unsubscribe: () => void;
+
+  constructor(opts: PVCacheOptions) {
+    this.#opts = opts;
+    this.#log = opts.logger ?? silentLogger;
+    this.#now = opts.now ?? Date.now;
+    this.#ttl = opts.pendingTtlMs ?? DEFAULT_PENDING_TTL_MS;
+    this.#unsubscribe = opts.informer.on({
+      add: (pv) => this.#upsert(pv),
+      update: (_old, pv) => this.#upsert(pv),
+      delete: (pv) => this.#remove(pv),
+    });
+  }
+
+  /** The Go populator's rule for a PV not yet cached. */
+  adopts(pv: V1PersistentVolume): boolean {
+    const by = provisionedBy(pv);
+    if (by === undefined) return false;
+    if (by === this.#opts.provisionerName) return true;
+    return (
+      this.#opts.useNodeNameOnly &&
+      pv.metadata?.labels?.[LABEL_HOSTNAME] === this.#opts.nodeName &&
+      by.startsWith(`${this.#opts.provisionerName}-`)
+    );
+  }
+
+  get(name: string): V1PersistentVolume | undefined {
+    return this.#pvs.get(name) ?? this.#livePending(name);
+  }
+
+  list(): V1PersistentVolume[] {
+    const out = [...this.#pvs.values()];
+    for (const name of [...this.#pending.keys()]) {
+      const p = this.#livePending(name);
+      if (p) out.push(p);
+    }
+    return out;
+  }
+
+  /** PVs whose spec.local.path is exactly `localPath`. */
+  lookupByPath(localPath: string): V1PersistentVolume[] {
+    const out: V1PersistentVolume[] = [];
+    for (const name of this.#byPath.get(localPath) ?? []) {
+      const pv = this.#pvs.get(name);
+      if (pv) out.push(pv);
+    }
+    for (const name of [...this.#pending.keys()]) {
+      const p = this.#livePending(name);
+      if (p?.spec?.local?.path === localPath) out.push(p);
+    }
+    return out;
+  }
+
+  /** Records a PV that discovery just created, until the informer delivers it (or it is deleted). */
+  noteCreated(pv: V1PersistentVolume): void {
+    const name = objectKey(pv);
+    if (!name || this.#pvs.has(name)) return;
+    const uid = pv.metadata?.uid;
+    if (uid && this.#deletedUids.has(uid)) return;
+    this.#pending.set(name, { pv, at: this.#now() });
+  }
+
+  /** Number of PVs noted by noteCreated and not yet confirmed by the informer. */
+  get pendingCount(): number {
+    return this.#pending.size;
+  }
+
+  close(): void {
+    this.#unsubscribe();
+  }
+
+  #livePending(name: string): V1PersistentVolume | undefined {
+    const p = this.#pending.get(name);
+    if (!p) return undefined;
+    if (this.#now() - p.at > this.#ttl) {
+      // Never confirmed: forget it. If it does exist, a create gets AlreadyExists and is skipped.
+      this.#pending.delete(name);
+      return undefined;
+    }
+    return p.pv;
+  }
+
+  #upsert(pv: V1PersistentVolume): void {
+    const name = objectKey(pv);
+    this.#pending.delete(name);
+    const old = this.#pvs.get(name);
+    if (!old && !this.adopts(pv)) return;
+    if (old) this.#unindex(name, old);
+    this.#pvs.set(name, pv);
+    this.#index(name, pv);
+    if (old) this.#log.debug({ pv: name }, `Updated pv ${JSON.stringify(name)} to cache`);
+    else this.#log.info({ pv: name }, `Added pv ${JSON.stringify(name)} to cache`);
+  }
+
+  #remove(pv: V1PersistentVolume): void {
+    const name = objectKey(pv);
+    const uid = pv.metadata?.uid;
+    if (uid) {
+      this.#deletedUids.add(uid);
+      if (this.#deletedUids.size > DELETED_UIDS_KEPT) {
+        const first = this.#deletedUids.values().next().value;
+        if (first !== undefined) this.#deletedUids.delete(first);
+      }
+    }
+    const pending = this.#pending.get(name);
+    if (pending && (!uid || !pending.pv.metadata?.uid || pending.pv.metadata.uid === uid)) this.#pending.delete(name);
+    const old = this.#pvs.get(name);
+    if (!old) return;
+    this.#unindex(name, old);
+    this.#pvs.delete(name);
+    this.#log.info({ pv: name }, `Deleted pv ${JSON.stringify(name)} from cache`);
+  }
+
+  #index(name: string, pv: V1PersistentVolume): void {
+    const path = pv.spec?.local?.path;
+    if (path === undefined) return;
+    let set = this.#byPath.get(path);
+    if (!set) this.#byPath.set(path, (set = new Set()));
+    set.add(name);
+  }
+
+  #unindex(name: string, pv: V1PersistentVolume): void {
+    const path = pv.spec?.local?.path;
+    if (path === undefined) return;
+    const set = this.#byPath.get(path);
+    set?.delete(name);
+    if (set?.size === 0) this.#byPath.delete(path);
+  }
+}

@@ -1,0 +1,224 @@
+import type { V1PersistentVolume } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
+import type { Informer, InformerHandlers } from '../../src/kube/informer.ts';
+import { createInformer } from '../../src/kube/reflector.ts';
+import { FakeKube } from '../support/fake-kube.ts';
+
+/** A hand-driven Informer: tests push add/update/delete through it. */
+class ManualInformer implements Informer<V1PersistentVolume> {
+  readonly store = new Map<string, V1PersistentVolume>();
+  readonly handlers = new Set<InformerHandlers<V1PersistentVolume>>();
+  get(key: string) {
+    return this.store.get(key);
+  }
+  list() {
+    return [...this.store.values()];
+  }
+  start() {}
+  stop() {
+    return Promise.resolve();
+  }
+  hasSynced() {
+    return true;
+  }
+  waitForSync() {
+    return Promise.resolve();
+  }
+  on(h: InformerHandlers<V1PersistentVolume>) {
+    this.handlers.add(h);
+    for (const o of this.store.values()) h.add?.(o);
+    return () => void this.handlers.delete(h);
+  }
+  put(pv: V1PersistentVolume) {
+    const name = pv.metadata!.name!;
+    const old = this.store.get(name);
+    this.store.set(name, pv);
+    for (const h of this.handlers) {
+      if (old) h.update?.(old, pv);
+      else h.add?.(pv);
+    }
+  }
+  remove(name: string) {
+    const old = this.store.get(name);
+    if (!old) return;
+    this.store.delete(name);
+    for (const h of this.handlers) h.delete?.(old);
+  }
+}
+
+const NODE = { name: 'node-a', uid: 'uid-1' };
+const UID_NAME = 'local-volume-provisioner-node-a-uid-1';
+const NAME_ONLY = 'local-volume-provisioner-node-a';
+
+function pv(name: string, by: string | undefined, path: string, extra: { hostname?: string; uid?: string } = {}): V1PersistentVolume {
+  return {
+    metadata: {
+      name,
+      uid: extra.uid ?? `uid-of-${name}`,
+      annotations: by === undefined ? {} : { 'pv.kubernetes.io/provisioned-by': by },
+      labels: extra.hostname ? { 'kubernetes.io/hostname': extra.hostname } : {},
+    },
+    spec: { local: { path }, storageClassName: 'sc1' },
+  };
+}
+
+describe('pvOnThisNode', () => {
+  it('accepts both naming modes of this node', () => {
+    expect(pvOnThisNode(pv('a', UID_NAME, '/p'), NODE)).toBe(true);
+    expect(pvOnThisNode(pv('a', NAME_ONLY, '/p'), NODE)).toBe(true);
+  });
+  it('rejects other nodes, other provisioners and unannotated PVs', () => {
+    expect(pvOnThisNode(pv('a', 'local-volume-provisioner-node-b', '/p'), NODE)).toBe(false);
+    expect(pvOnThisNode(pv('a', 'local-volume-provisioner-node-a-b', '/p'), NODE)).toBe(false); // node "node-a-b"
+    expect(pvOnThisNode(pv('a', 'local-volume-provisioner-node-a-uid-2', '/p'), NODE)).toBe(false);
+    expect(pvOnThisNode(pv('a', 'kubernetes.io/no-provisioner', '/p'), NODE)).toBe(false);
+    expect(pvOnThisNode(pv('a', undefined, '/p'), NODE)).toBe(false);
+  });
+  it('keeps an old-UID PV labelled with this hostname (adoptable in useNodeNameOnly mode)', () => {
+    expect(pvOnThisNode(pv('a', 'local-volume-provisioner-node-a-uid-0', '/p', { hostname: 'node-a' }), NODE)).toBe(true);
+    expect(pvOnThisNode(pv('a', 'local-volume-provisioner-node-a-b', '/p', { hostname: 'node-a-b' }), NODE)).toBe(false);
+  });
+});
+
+describe('PVCache adoption', () => {
+  it('UID mode: only PVs provisioned by exactly this name', () => {
+    const inf = new ManualInformer();
+    inf.put(pv('mine', UID_NAME, '/mnt/1'));
+    inf.put(pv('nameonly', NAME_ONLY, '/mnt/2', { hostname: 'node-a' }));
+    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    expect(cache.list().map((p) => p.metadata?.name)).toEqual(['mine']);
+    expect(cache.get('nameonly')).toBeUndefined();
+  });
+
+  it('useNodeNameOnly: also adopts UID-mode PVs labelled with the node name', () => {
+    const inf = new ManualInformer();
+    inf.put(pv('plain', NAME_ONLY, '/mnt/0'));
+    inf.put(pv('olduid', 'local-volume-provisioner-node-a-uid-0', '/mnt/1', { hostname: 'node-a' }));
+    inf.put(pv('nolabel', UID_NAME, '/mnt/2'));
+    inf.put(pv('otherlabel', UID_NAME, '/mnt/3', { hostname: 'node-a.example.com' }));
+    const cache = new PVCache({ informer: inf, provisionerName: NAME_ONLY, useNodeNameOnly: true, nodeName: 'node-a' });
+    expect(cache.list().map((p) => p.metadata?.name).sort()).toEqual(['olduid', 'plain']);
+  });
+
+  it('a cached PV stays cached across updates even if it stops matching; deletes remove it', () => {
+    const inf = new ManualInformer();
+    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    inf.put(pv('x', UID_NAME, '/mnt/x'));
+    inf.put(pv('x', 'someone-else', '/mnt/x2'));
+    expect(cache.get('x')?.spec?.local?.path).toBe('/mnt/x2');
+    expect(cache.lookupByPath('/mnt/x')).toEqual([]);
+    expect(cache.lookupByPath('/mnt/x2').map((p) => p.metadata?.name)).toEqual(['x']);
+    inf.remove('x');
+    expect(cache.get('x')).toBeUndefined();
+    expect(cache.lookupByPath('/mnt/x2')).toEqual([]);
+  });
+
+  it('lookupByPath compares spec.local.path exactly and returns every holder', () => {
+    const inf = new ManualInformer();
+    inf.put(pv('a', UID_NAME, '/mnt/disks/v1'));
+    inf.put(pv('b', UID_NAME, '/mnt/disks/v1'));
+    inf.put(pv('c', UID_NAME, '/mnt/disks/v10'));
+    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    expect(cache.lookupByPath('/mnt/disks/v1').map((p) => p.metadata?.name).sort()).toEqual(['a', 'b']);
+    expect(cache.lookupByPath('/mnt/disks/v1/')).toEqual([]);
+  });
+
+  it('close() stops following the informer', () => {
+    const inf = new ManualInformer();
+    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    cache.close();
+    inf.put(pv('late', UID_NAME, '/mnt/late'));
+    expect(cache.get('late')).toBeUndefined();
+    expect(inf.handlers.size).toBe(0);
+  });
+});
+
+describe('PVCache.noteCreated', () => {
+  const mk = (now: () => number) => {
+    const inf = new ManualInformer();
+    const cache = new PVCache({
+      informer: inf,
+      provisionerName: UID_NAME,
+      useNodeNameOnly: false,
+      nodeName: 'node-a',
+      pendingTtlMs: 1000,
+      now,
+    });
+    return { inf, cache };
+  };
+
+  it('is visible at once, then replaced by the informer copy', () => {
+    const { inf, cache } = mk(() => 0);
+    const created = pv('new', UID_NAME, '/mnt/new', { uid: 'u-new' });
+    cache.noteCreated(created);
+    expect(cache.get('new')).toBe(created);
+    expect(cache.lookupByPath('/mnt/new')).toEqual([created]);
+    expect(cache.list()).toEqual([created]);
+    expect(cache.pendingCount).toBe(1);
+    const delivered = { ...created, metadata: { ...created.metadata, resourceVersion: '5' } };
+    inf.put(delivered);
+    expect(cache.pendingCount).toBe(0);
+    expect(cache.get('new')).toBe(delivered);
+    expect(cache.list()).toEqual([delivered]);
+  });
+
+  it('is dropped when the informer reports the delete', () => {
+    const { inf, cache } = mk(() => 0);
+    const created = pv('gone', UID_NAME, '/mnt/gone', { uid: 'u-gone' });
+    inf.put(created);
+    cache.noteCreated(created); // already known: ignored
+    expect(cache.pendingCount).toBe(0);
+    inf.remove('gone');
+    expect(cache.get('gone')).toBeUndefined();
+    // A create response arriving after the delete event does not resurrect it.
+    cache.noteCreated(created);
+    expect(cache.get('gone')).toBeUndefined();
+  });
+
+  it('a delete of another object with the same name keeps the note', () => {
+    const { inf, cache } = mk(() => 0);
+    const old = pv('n', UID_NAME, '/mnt/n', { uid: 'u-old' });
+    inf.put(old);
+    inf.remove('n');
+    const fresh = pv('n', UID_NAME, '/mnt/n', { uid: 'u-fresh' });
+    cache.noteCreated(fresh);
+    // a stale replayed delete for the old object
+    for (const h of inf.handlers) h.delete?.(old);
+    expect(cache.get('n')).toBe(fresh);
+  });
+
+  it('expires when the informer never confirms it', () => {
+    let t = 0;
+    const { cache } = mk(() => t);
+    cache.noteCreated(pv('lost', UID_NAME, '/mnt/lost'));
+    t = 500;
+    expect(cache.get('lost')).toBeDefined();
+    t = 1500;
+    expect(cache.get('lost')).toBeUndefined();
+    expect(cache.lookupByPath('/mnt/lost')).toEqual([]);
+    expect(cache.pendingCount).toBe(0);
+  });
+});
+
+describe('PVCache on the real reflector', () => {
+  it('follows PV creates and deletes through FakeKube', async () => {
+    const kube = new FakeKube();
+    kube.put('persistentvolumes', pv('pre', UID_NAME, '/mnt/pre'));
+    kube.put('persistentvolumes', pv('foreign', 'local-volume-provisioner-node-b', '/mnt/f'));
+    const inf = createInformer(kube, 'persistentvolumes', { filter: (p) => pvOnThisNode(p, NODE) });
+    inf.start();
+    try {
+      await inf.waitForSync();
+      const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+      expect(cache.list().map((p) => p.metadata?.name)).toEqual(['pre']);
+      await kube.createPersistentVolume(pv('made', UID_NAME, '/mnt/made'));
+      await expect.poll(() => cache.get('made')?.spec?.local?.path).toBe('/mnt/made');
+      await kube.deletePersistentVolume('pre');
+      await expect.poll(() => cache.get('pre')).toBeUndefined();
+      cache.close();
+    } finally {
+      await inf.stop();
+    }
+  });
+});
