@@ -143,6 +143,8 @@ export class Supervisor {
 
   /** Hash of the last bad content reported (not reported again). */
   #rejectedHash: string | undefined;
+  /** Hash of the last config whose parse warnings were logged. */
+  #warnedHash: string | undefined;
   /** Hash of the last valid config ignored because hot reload is off. */
   #ignoredHash: string | undefined;
 
@@ -241,6 +243,7 @@ export class Supervisor {
       return;
     }
     const { config, hash } = result;
+    this.#logWarnings(hash, result.warnings);
     if (this.#running?.hash === hash || (this.#running === undefined && this.#target?.hash === hash)) {
       this.#unchanged();
       return;
@@ -360,6 +363,15 @@ export class Supervisor {
     const more = errors.length > EVENT_ERRORS ? `; and ${errors.length - EVENT_ERRORS} more` : '';
     const n = errors.length === 1 ? '1 error' : `${errors.length} errors`;
     this.#emit('Warning', 'ConfigInvalid', `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
+  }
+
+  /** Parse warnings (unknown keys, ...) never block a config; logged once per config hash. */
+  #logWarnings(hash: string, warnings: readonly ConfigError[] | undefined): void {
+    if (!warnings?.length || hash === this.#warnedHash) return;
+    this.#warnedHash = hash;
+    for (const w of warnings) {
+      this.#log.warn({ path: w.path, file: w.file, line: w.line, hash }, `configuration warning: ${formatConfigError(w)}`);
+    }
   }
 
   #unchanged(): void {

@@ -165,6 +165,23 @@ describe('Supervisor: first start and unchanged', () => {
 });
 
 describe('Supervisor: reload', () => {
+  it('logs parse warnings once per config, and they do not block it', async () => {
+    const { sup, logs } = setup();
+    const base = result(A);
+    if (!base.result.ok) throw new Error('A is valid');
+    const warned: WatchResult = {
+      files: base.files,
+      result: { ...base.result, warnings: [{ path: 'storageClassMap.fast.hostdirr', message: 'unknown key', file: 'storageClassMap', line: 3 }] },
+    };
+    await sup.handle(warned);
+    await sup.handle(warned);
+    expect(sup.ready).toBe(true);
+    const lines = logs.filter((l) => String(l['msg']).startsWith('configuration warning:'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!['msg']).toBe('configuration warning: storageClassMap.fast.hostdirr: unknown key (file storageClassMap, line 3)');
+  });
+
+
   it('stops the old generation completely before starting the new one, then reports', async () => {
     const { sup, h, rec, metrics, logs } = setup();
     h.stopDelayMs = 30;
