@@ -1,0 +1,90 @@
+// Helpers for e2e test files: API clients built from the kubeconfigs the globalSetup provides,
+// and a polling waitFor with a clear timeout error.
+import { inject } from 'vitest';
+import { AuthorizationV1Api, BatchV1Api, CoreV1Api, KubeConfig, StorageV1Api } from '@kubernetes/client-node';
+
+export interface Clients {
+  readonly kc: KubeConfig;
+  readonly core: CoreV1Api;
+  readonly batch: BatchV1Api;
+  readonly storage: StorageV1Api;
+  readonly authz: AuthorizationV1Api;
+}
+
+/** Clients for a kubeconfig file. */
+export function clientsFor(kubeconfigPath: string): Clients {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return {
+    kc,
+    core: kc.makeApiClient(CoreV1Api),
+    batch: kc.makeApiClient(BatchV1Api),
+    storage: kc.makeApiClient(StorageV1Api),
+    authz: kc.makeApiClient(AuthorizationV1Api),
+  };
+}
+
+/** Clients as the admin (system:masters). */
+export function adminClients(): Clients {
+  return clientsFor(inject('kubeconfig'));
+}
+
+/** Clients as the restricted provisioner identity (kube-system:local-volume-provisioner). */
+export function provisionerClients(): Clients {
+  return clientsFor(inject('provisionerKubeconfig'));
+}
+
+export interface WaitOptions {
+  /** Give up after this long (default 60 s). */
+  readonly timeoutMs?: number;
+  /** Poll interval (default 250 ms). */
+  readonly intervalMs?: number;
+  /** What is awaited, for the error message ("PVC pvc-1 to be Bound"). */
+  readonly what: string;
+}
+
+/**
+ * Calls `fn` until it returns something other than undefined/false/null and returns that.
+ * Errors thrown by `fn` count as "not yet"; the last one is quoted in the timeout error.
+ */
+export async function waitFor<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts: WaitOptions): Promise<T> {
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const intervalMs = opts.intervalMs ?? 250;
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  let polls = 0;
+  for (;;) {
+    polls++;
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== null && v !== false) return v;
+      lastError = undefined;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() >= deadline) {
+      const why = lastError === undefined ? '' : `; last error: ${errorText(lastError)}`;
+      throw new Error(`timed out after ${(timeoutMs / 1000).toFixed(1)} s (${polls} polls) waiting for ${opts.what}${why}`);
+    }
+    await new Promise((res) => setTimeout(res, Math.min(intervalMs, Math.max(0, deadline - Date.now()))));
+  }
+}
+
+/** A unique, DNS-1123 name for a test object. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+}
+
+/** HTTP status of a client-node ApiException (undefined for other errors). */
+export function apiStatus(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = apiStatus(err);
+    return code !== undefined ? `HTTP ${code}: ${err.message.split('\n')[0] ?? ''}` : err.message;
+  }
+  return typeof err === 'string' ? err : JSON.stringify(err);
+}

@@ -1,0 +1,36 @@
+// Applies the project's Kubernetes manifests (deployment/kubernetes) to a control plane, as admin.
+import { readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig, KubernetesObjectApi, PatchStrategy, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+
+export const deploymentDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deployment', 'kubernetes');
+
+/** The manifests every e2e run applies: the provisioner's ServiceAccount and RBAC. */
+export const rbacManifests = [join(deploymentDir, 'serviceaccount.yaml'), join(deploymentDir, 'rbac.yaml')];
+
+/**
+ * Server-side-applies every document of every file (creates or updates), in file order.
+ * Returns "Kind/namespace/name" of what was applied.
+ */
+export async function applyManifests(kubeconfigPath: string, files: readonly string[] = rbacManifests): Promise<string[]> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const client = KubernetesObjectApi.makeApiClient(kc);
+  const applied: string[] = [];
+  for (const file of files) {
+    const docs = loadAllYaml(await readFile(file, 'utf8')) as (KubernetesObject | null)[];
+    for (const doc of docs) {
+      if (doc?.kind === undefined || doc.metadata?.name === undefined) continue;
+      const spec = doc as KubernetesObject & { metadata: { name: string } };
+      const id = `${spec.kind}/${spec.metadata.namespace ?? ''}/${spec.metadata.name}`;
+      try {
+        await client.patch(spec, undefined, undefined, 'lsp-e2e-harness', true, PatchStrategy.ServerSideApply);
+      } catch (err) {
+        throw new Error(`applying ${id} from ${file} failed: ${(err as Error).message}`, { cause: err });
+      }
+      applied.push(id);
+    }
+  }
+  return applied;
+}

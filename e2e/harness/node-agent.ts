@@ -1,0 +1,169 @@
+// A test-side stand-in for the scheduler + kubelet of one node. There is no kubelet in the e2e
+// control plane, so Pods never run by themselves. The node agent polls Pods meant for its node
+// (spec.nodeName, or spec.nodeSelector['kubernetes.io/hostname']), binds unscheduled ones to the
+// node (pods/binding, as the scheduler would), optionally runs them with a callback, and reports
+// the outcome through the pods/status subresource (phase Succeeded/Failed, container terminated).
+import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+
+export const hostnameLabel = 'kubernetes.io/hostname';
+
+export interface RunResult {
+  readonly exitCode: number;
+  /** Optional message for the terminated state (e.g. the error that made the run fail). */
+  readonly message?: string;
+}
+
+export interface NodeAgentOptions {
+  readonly core: CoreV1Api;
+  readonly nodeName: string;
+  /** Only this namespace (default: all namespaces). */
+  readonly namespace?: string;
+  /** Runs the pod; a throw counts as exit code 1. Default: succeed at once. */
+  readonly run?: (pod: V1Pod) => Promise<RunResult>;
+  /** Poll interval (default 250 ms). */
+  readonly intervalMs?: number;
+  /** Errors while listing/patching (default: console.warn). The agent keeps going. */
+  readonly onError?: (err: unknown) => void;
+}
+
+export interface HandledPod {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly exitCode: number;
+}
+
+export interface NodeAgent {
+  /** Pods the agent has finished, in order. */
+  readonly handled: readonly HandledPod[];
+  stop(): Promise<void>;
+}
+
+/** True when the pod is meant for `nodeName`. */
+export function podTargetsNode(pod: V1Pod, nodeName: string): boolean {
+  const bound = pod.spec?.nodeName;
+  if (bound !== undefined && bound !== '') return bound === nodeName;
+  return pod.spec?.nodeSelector?.[hostnameLabel] === nodeName;
+}
+
+/** The pods/status merge patch reporting a finished pod. */
+export function terminatedStatus(pod: V1Pod, result: RunResult, startedAt: Date, finishedAt: Date): object {
+  const ok = result.exitCode === 0;
+  const reason = ok ? 'Completed' : 'Error';
+  const terminated = {
+    exitCode: result.exitCode,
+    reason,
+    ...(result.message !== undefined ? { message: result.message } : {}),
+    startedAt: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+  };
+  return {
+    status: {
+      phase: ok ? 'Succeeded' : 'Failed',
+      startTime: startedAt.toISOString(),
+      conditions: [
+        { type: 'PodScheduled', status: 'True', lastTransitionTime: startedAt.toISOString() },
+        { type: 'Ready', status: 'False', reason: 'PodCompleted', lastTransitionTime: finishedAt.toISOString() },
+      ],
+      containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
+        name: c.name,
+        image: c.image ?? '',
+        imageID: '',
+        ready: false,
+        started: false,
+        restartCount: 0,
+        state: { terminated },
+      })),
+    },
+  };
+}
+
+export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
+  const { core, nodeName } = opts;
+  const intervalMs = opts.intervalMs ?? 250;
+  const onError = opts.onError ?? ((err: unknown) => console.warn(`node agent ${nodeName}: ${(err as Error).message}`));
+  const seen = new Set<string>();
+  const handled: HandledPod[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let polling: Promise<void> = Promise.resolve();
+
+  const handle = async (pod: V1Pod): Promise<void> => {
+    const name = pod.metadata?.name ?? '';
+    const namespace = pod.metadata?.namespace ?? 'default';
+    try {
+      if (pod.spec?.nodeName === undefined || pod.spec.nodeName === '') {
+        await core.createNamespacedPodBinding({
+          name,
+          namespace,
+          body: { metadata: { name, namespace }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } },
+        });
+      }
+      const startedAt = new Date();
+      let result: RunResult;
+      try {
+        result = opts.run ? await opts.run(pod) : { exitCode: 0 };
+      } catch (err) {
+        result = { exitCode: 1, message: (err as Error).message };
+      }
+      const body = terminatedStatus(pod, result, startedAt, new Date());
+      await core.patchNamespacedPodStatus(
+        { name, namespace, body },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      handled.push({ namespace, name, uid: pod.metadata?.uid ?? '', exitCode: result.exitCode });
+    } catch (err) {
+      // Retry on a later poll (the pod may have been deleted or changed meanwhile).
+      seen.delete(pod.metadata?.uid ?? '');
+      onError(err);
+    }
+  };
+
+  const poll = async (): Promise<void> => {
+    try {
+      const list = opts.namespace !== undefined
+        ? await core.listNamespacedPod({ namespace: opts.namespace })
+        : await core.listPodForAllNamespaces({});
+      for (const pod of list.items) {
+        const uid = pod.metadata?.uid ?? '';
+        if (stopped || uid === '' || seen.has(uid)) continue;
+        if ((pod.status?.phase ?? 'Pending') !== 'Pending' || pod.metadata?.deletionTimestamp !== undefined) continue;
+        if (!podTargetsNode(pod, nodeName)) continue;
+        seen.add(uid);
+        const p = handle(pod).finally(() => inFlight.delete(p));
+        inFlight.add(p);
+      }
+    } catch (err) {
+      onError(err);
+    }
+  };
+
+  const loop = (): void => {
+    if (stopped) return;
+    polling = poll().finally(() => {
+      if (!stopped) timer = setTimeout(loop, intervalMs);
+    });
+  };
+  loop();
+
+  return {
+    handled,
+    async stop(): Promise<void> {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await polling;
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+/** Creates a Node object (no kubelet behind it) labelled kubernetes.io/hostname=<name>; returns the existing one on 409. */
+export async function createNode(core: CoreV1Api, name: string, labels: Record<string, string> = {}): Promise<V1Node> {
+  try {
+    return await core.createNode({ body: { metadata: { name, labels: { [hostnameLabel]: name, ...labels } } } });
+  } catch (err) {
+    if ((err as { code?: number }).code === 409) return core.readNode({ name });
+    throw err;
+  }
+}
