@@ -48,6 +48,8 @@ export interface GenerationContext {
   readonly lastKnownClasses: ReadonlyMap<string, ClassConfig>;
   /** 1-based number of this config apply; retries of a failed start reuse it. */
   readonly generation: number;
+  /** Aborted when the supervisor stops: a start() waiting on something (cache sync) should give up. */
+  readonly signal: AbortSignal;
 }
 
 export interface SupervisorOptions {
@@ -139,6 +141,7 @@ export class Supervisor {
   #waiters: (() => void)[] = [];
   #wake: (() => void) | undefined;
   #stopped = false;
+  readonly #abort = new AbortController();
   #stopping: Promise<void> | undefined;
 
   /** Hash of the last bad content reported (not reported again). */
@@ -207,6 +210,7 @@ export class Supervisor {
     this.#stopping ??= (async () => {
       this.#stopped = true;
       this.#latest = undefined;
+      this.#abort.abort();
       this.#wake?.();
       await this.#loop;
       const r = this.#running;
@@ -227,6 +231,7 @@ export class Supervisor {
       }
       if (this.#target !== undefined && this.#running === undefined) {
         if (await this.#tryStart(this.#target)) continue;
+        if (this.#stopped) break;
         // Failure reported: let callers go on while we back off.
         this.#releaseWaiters();
         await this.#backoff(this.#target.attempts - 1);
@@ -277,8 +282,17 @@ export class Supervisor {
     for (const [name, cls] of Object.entries(t.config.storageClassMap)) classes.set(name, cls);
     let gen: Generation;
     try {
-      gen = await this.#start(t.config, { hash: t.hash, lastKnownClasses: classes, generation: t.generation });
+      gen = await this.#start(t.config, {
+        hash: t.hash,
+        lastKnownClasses: classes,
+        generation: t.generation,
+        signal: this.#abort.signal,
+      });
     } catch (e) {
+      if (this.#stopped) {
+        this.#log.info({ hash: t.hash, generation: t.generation }, 'local controller start abandoned: shutting down');
+        return false;
+      }
       t.attempts++;
       this.#metrics.configLastReloadSuccessful.set(0);
       this.#log.error(

@@ -400,6 +400,28 @@ describe('Supervisor: hot reload off, start failures, stop', () => {
     expect(s2.h.log).toEqual(['start 1', 'fail 1']);
   });
 
+  it('stop() aborts a start() that is still waiting (ctx.signal)', async () => {
+    let sawAbort = false;
+    const { sup, logs } = setup({
+      start: (_config, ctx) =>
+        new Promise<Generation>((_resolve, reject) => {
+          ctx.signal.addEventListener('abort', () => {
+            sawAbort = true;
+            reject(new Error('aborted'));
+          });
+        }),
+    });
+    const handled = sup.handle(result(A));
+    await sleep(20);
+    const t0 = Date.now();
+    await sup.stop();
+    await handled;
+    expect(Date.now() - t0).toBeLessThan(500);
+    expect(sawAbort).toBe(true);
+    expect(sup.ready).toBe(false);
+    expect(logs.some((l) => String(l['msg']).includes('start abandoned'))).toBe(true);
+  });
+
   it('a failing stop() of the old generation is logged and the new one still starts', async () => {
     const { sup, logs } = setup({
       start: () => Promise.resolve({ stop: () => Promise.reject(new Error('stuck')) }),
