@@ -1,0 +1,285 @@
+// Follows this node's cleanup Jobs and finishes what they started. One per
+// controller generation: start() builds a fresh work queue and a Job informer
+// (selector kubernetes.io/hostname=<node name> in MY_NAMESPACE), stop() tears
+// both down. Jobs created by an earlier generation or an earlier process are
+// in the informer's first list, so they are followed to completion too.
+//
+// Unlike the Go job controller (which only logged, while the deleter polled),
+// the workers act on Job changes:
+// - Succeeded: if the Job's pvuuid label is the UID of the PV and the PV is
+//   still Released (reclaim Delete, no deletionTimestamp), delete the PV with
+//   a UID precondition, count it, then delete the Job. The PV goes first: if
+//   the process dies in between, the leftover Job is finished and stale (its
+//   pvuuid names a PV that is gone) and is simply deleted later, while
+//   Job-first would leave a Released PV with no Job, i.e. a second full clean.
+//   A Job whose PV is gone, has another UID or is no longer Released is only
+//   deleted: its result never stands for another PV (upstream #174).
+// - Failed (condition Failed/FailureTarget, or more failures than backoffLimit):
+//   one Warning event on the PV, delete_failed_total and cleanup_retries_total,
+//   delete the Job, and hold the PV in a backoff (30 s doubling to 10 min). The
+//   deleter creates a new Job once it is over, after re-checking the volume.
+//   Upstream left failed Jobs in place, which blocked the PV forever.
+// - Finished Jobs are deleted with propagationPolicy Background: the Job object
+//   goes at once (so cleanup-<pv> can be created again without an AlreadyExists
+//   race) and the garbage collector removes its Pods.
+import type { V1Job, V1PersistentVolume } from '@kubernetes/client-node';
+import type { EventRecorder } from '../kube/events.ts';
+import { pvRef } from '../kube/events.ts';
+import { objectKey, type Informer, type Store } from '../kube/informer.ts';
+import { isConflict, isNotFound, type KubePort } from '../kube/port.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
+import { silentLogger, type Logger } from '../util/log.ts';
+import { WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
+import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
+import {
+  BLOCK_DEVICE_ENV,
+  cleanupJobName,
+  jobLabelSelector,
+  jobPhase,
+  jobStartTime,
+  JOB_NAME_PREFIX,
+  PV_LABEL,
+  PV_UID_LABEL,
+  type JobPhase,
+} from './job.ts';
+
+/** What discovery asks before it re-creates a PV for a volume (the Go CleanupStatusTracker). */
+export interface CleanupTracker {
+  inProgress(pvName: string, useJob: boolean): boolean;
+  removeStatus(pvName: string, useJob: boolean): void | Promise<void>;
+}
+
+export const DEFAULT_JOB_FAILURE_BACKOFF: BackoffOptions = { initialMs: 30_000, maxMs: 10 * 60_000, factor: 2, jitter: 0.1 };
+
+export interface JobControllerOptions {
+  readonly kube: KubePort;
+  /** MY_NAMESPACE: where cleanup Jobs live. */
+  readonly namespace: string;
+  readonly nodeName: string;
+  /** Builds the Job informer for a label selector (createInformer(kube, 'jobs', { namespace, labelSelector }) in production). */
+  readonly informerFactory: (labelSelector: string) => Informer<V1Job>;
+  /** This node's PVs of this provisioner. */
+  readonly pvs: Store<V1PersistentVolume>;
+  readonly recorder: EventRecorder;
+  readonly metrics: Metrics;
+  readonly logger?: Logger | undefined;
+  /** Parallel workers (default 2). */
+  readonly workers?: number | undefined;
+  /** Per-PV backoff after a failed Job; pass a process-scope one to keep it across reloads. */
+  readonly failureBackoff?: KeyedBackoff | undefined;
+  /** Retry delays of the work queue after an API error (default 1 s .. 5 min). */
+  readonly queueRateLimit?: RateLimiterOptions | undefined;
+  /** Called after a PV was deleted or a Job went away (e.g. to run the sync loop early). */
+  readonly onChange?: (() => void) | undefined;
+  readonly now?: (() => number) | undefined;
+}
+
+export interface JobStatus {
+  readonly state: 'NotFound' | 'Backoff' | JobPhase;
+  /** The Job belongs to another PV with the same name (its pvuuid differs). */
+  readonly stale?: boolean | undefined;
+  /** ms left of the failure backoff (state Backoff). */
+  readonly retryInMs?: number | undefined;
+}
+
+const modeOf = (job: V1Job): ModeLabel => {
+  const env = job.spec?.template.spec?.containers[0]?.env ?? [];
+  return env.some((e) => e.name === BLOCK_DEVICE_ENV) ? 'Block' : 'Filesystem';
+};
+const commandOf = (job: V1Job): string => job.spec?.template.spec?.containers[0]?.command?.[0] ?? '';
+
+export class JobController implements CleanupTracker {
+  readonly #o: JobControllerOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #backoff: KeyedBackoff;
+  #queue: WorkQueue<string> | undefined;
+  #informer: Informer<V1Job> | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #workers: Promise<void>[] = [];
+  #stopped = false;
+  /** UIDs of failed Jobs already reported (one event per failed Job, even if its delete is retried). */
+  readonly #reported = new Set<string>();
+
+  constructor(opts: JobControllerOptions) {
+    this.#o = opts;
+    this.#log = opts.logger ?? silentLogger;
+    this.#now = opts.now ?? Date.now;
+    this.#backoff = opts.failureBackoff ?? new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF, this.#now);
+  }
+
+  /** Starts the informer and the workers; idempotent. */
+  start(): void {
+    if (this.#queue || this.#stopped) return;
+    const queue = new WorkQueue<string>({ baseDelayMs: 1000, maxDelayMs: 5 * 60_000, ...this.#o.queueRateLimit });
+    this.#queue = queue;
+    const informer = this.#o.informerFactory(jobLabelSelector(this.#o.nodeName));
+    this.#informer = informer;
+    const enqueue = (job: V1Job): void => {
+      if (job.metadata?.name?.startsWith(JOB_NAME_PREFIX)) queue.add(objectKey(job));
+    };
+    this.#unsubscribe = informer.on({
+      add: enqueue,
+      update: (_old, job) => enqueue(job),
+      delete: (job) => {
+        enqueue(job);
+      },
+    });
+    informer.start();
+    const n = Math.max(1, this.#o.workers ?? 2);
+    for (let i = 0; i < n; i++) this.#workers.push(this.#work(queue));
+  }
+
+  /** Stops the workers (after their current item), the queue and the informer. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#queue?.shutDown();
+    this.#unsubscribe?.();
+    await Promise.allSettled([this.#informer?.stop(), ...this.#workers]);
+    this.#workers = [];
+  }
+
+  hasSynced(): boolean {
+    return this.#informer?.hasSynced() ?? false;
+  }
+
+  waitForSync(signal?: AbortSignal): Promise<void> {
+    if (!this.#informer) return Promise.reject(new Error('job controller not started'));
+    return this.#informer.waitForSync(signal);
+  }
+
+  #job(pvName: string): V1Job | undefined {
+    return this.#informer?.get(`${this.#o.namespace}/${cleanupJobName(pvName)}`);
+  }
+
+  /** True while a cleanup Job of this PV name exists (running, or finished and not yet handled). */
+  inProgress(pvName: string, _useJob = true): boolean {
+    return this.#job(pvName) !== undefined;
+  }
+
+  /** The cleanup state of a PV (with its UID, to tell a stale Job of an older PV apart). */
+  status(pvName: string, uid?: string): JobStatus {
+    const job = this.#job(pvName);
+    if (job) {
+      const stale = uid !== undefined && job.metadata?.labels?.[PV_UID_LABEL] !== uid;
+      return { state: job.metadata?.deletionTimestamp ? 'Running' : jobPhase(job), stale };
+    }
+    const wait = this.#backoff.remaining(pvName);
+    return wait > 0 ? { state: 'Backoff', retryInMs: wait } : { state: 'NotFound' };
+  }
+
+  /** Clears the failure backoff of a PV (e.g. once it was deleted). */
+  forgetFailures(pvName: string): void {
+    this.#backoff.forget(pvName);
+  }
+
+  /** Discovery, before re-creating a PV: deletes a finished cleanup Job of that name. */
+  async removeStatus(pvName: string, _useJob = true): Promise<void> {
+    this.#backoff.forget(pvName);
+    const job = this.#job(pvName);
+    if (!job || jobPhase(job) === 'Running') return;
+    await this.#deleteJob(job);
+  }
+
+  async #work(queue: WorkQueue<string>): Promise<void> {
+    for (;;) {
+      const { item, shutdown } = await queue.get();
+      if (shutdown || item === undefined) return;
+      if (this.#stopped) {
+        queue.done(item);
+        return;
+      }
+      try {
+        await this.#process(item);
+        queue.forget(item);
+      } catch (e) {
+        this.#log.warn({ job: item, err: errorMessage(e), retries: queue.numRequeues(item) }, 'processing cleanup job failed; will retry');
+        queue.addRateLimited(item);
+      } finally {
+        queue.done(item);
+      }
+    }
+  }
+
+  async #process(key: string): Promise<void> {
+    const job = this.#informer?.get(key);
+    if (!job) {
+      this.#o.onChange?.();
+      return;
+    }
+    if (job.metadata?.deletionTimestamp) return;
+    const phase = jobPhase(job);
+    if (phase === 'Running') return;
+    const pvName = job.metadata?.labels?.[PV_LABEL] ?? job.metadata?.name?.slice(JOB_NAME_PREFIX.length) ?? '';
+    const pv = this.#o.pvs.get(pvName);
+    const ours = pv !== undefined && pv.metadata?.uid === job.metadata?.labels?.[PV_UID_LABEL];
+    if (phase === 'Succeeded') await this.#succeeded(job, pvName, ours ? pv : undefined);
+    else await this.#failed(job, pvName, ours ? pv : undefined);
+  }
+
+  async #succeeded(job: V1Job, pvName: string, pv: V1PersistentVolume | undefined): Promise<void> {
+    const releasedForDelete =
+      pv !== undefined &&
+      pv.status?.phase === 'Released' &&
+      pv.spec?.persistentVolumeReclaimPolicy === 'Delete' &&
+      !pv.metadata?.deletionTimestamp;
+    if (pv && releasedForDelete) {
+      const uid = pv.metadata?.uid;
+      this.#log.info({ pv: pvName, job: objectKey(job) }, 'deleting PV after a successful cleanup job');
+      try {
+        await this.#o.metrics.timePvRequest('delete', () => this.#o.kube.deletePersistentVolume(pvName, { uid }));
+        recordDeleted(this.#o.metrics, {
+          mode: modeOf(job),
+          type: 'job',
+          pv,
+          command: commandOf(job),
+          startTime: jobStartTime(job),
+          now: this.#now(),
+        });
+        this.#backoff.forget(pvName);
+      } catch (e) {
+        if (isConflict(e)) {
+          this.#log.info({ pv: pvName }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
+        } else if (!isNotFound(e)) {
+          this.#o.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
+          this.#o.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(pvName)} after its cleanup: ${errorMessage(e)}`);
+          throw e; // retried with backoff; the Job stays so the clean is not repeated
+        }
+      }
+    } else {
+      this.#log.info({ pv: pvName, job: objectKey(job) }, 'cleanup job finished for a PV that is gone, replaced or no longer Released; deleting the job only');
+    }
+    await this.#deleteJob(job);
+    this.#o.onChange?.();
+  }
+
+  async #failed(job: V1Job, pvName: string, pv: V1PersistentVolume | undefined): Promise<void> {
+    const jobUid = job.metadata?.uid ?? objectKey(job);
+    if (!this.#reported.has(jobUid)) {
+      this.#reported.add(jobUid);
+      const delay = this.#backoff.failure(pvName);
+      const cond = job.status?.conditions?.find((c) => (c.type === 'Failed' || c.type === 'FailureTarget') && c.status === 'True');
+      const why = cond ? `${cond.reason ?? 'Failed'}${cond.message ? `: ${cond.message}` : ''}` : `${job.status?.failed ?? 0} failed pods`;
+      const msg = `Cleanup job ${objectKey(job)} failed (${why}); a new one starts in ${Math.round(delay / 1000)}s`;
+      this.#log.warn({ pv: pvName, job: objectKey(job), retryInMs: delay }, msg);
+      this.#o.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
+      this.#o.metrics.cleanupRetries.inc({ type: 'job' });
+      if (pv) this.#o.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, msg);
+    }
+    await this.#deleteJob(job);
+    this.#reported.delete(jobUid);
+    this.#o.onChange?.();
+  }
+
+  async #deleteJob(job: V1Job): Promise<void> {
+    try {
+      await this.#o.kube.deleteJob(this.#o.namespace, job.metadata?.name ?? '', {
+        uid: job.metadata?.uid,
+        propagationPolicy: 'Background',
+      });
+    } catch (e) {
+      if (!isNotFound(e) && !isConflict(e)) throw e;
+    }
+  }
+}

@@ -1,0 +1,212 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { V1Job } from '@kubernetes/client-node';
+import { JobController } from '../../src/deleter/jobcontroller.ts';
+import { createInformer } from '../../src/kube/reflector.ts';
+import { KubeError } from '../../src/kube/port.ts';
+import type { Metrics } from '../../src/metrics/metrics.ts';
+import { KeyedBackoff } from '../../src/util/backoff.ts';
+import { FakeKube } from '../support/fake-kube.ts';
+import { FakeRecorder, liveStore, makeJob, makePV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
+
+let fake: FakeKube;
+let recorder: FakeRecorder;
+let metrics: Metrics;
+let now: number;
+let selectors: string[];
+let controllers: JobController[];
+
+const complete = { conditions: [{ type: 'Complete', status: 'True' }], succeeded: 1 };
+const failed = { conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }], failed: 4 };
+
+function makeController(): JobController {
+  const jc = new JobController({
+    kube: fake,
+    namespace: NS,
+    nodeName: NODE,
+    informerFactory: (labelSelector) => {
+      selectors.push(labelSelector);
+      return createInformer(fake, 'jobs', { namespace: NS, labelSelector, random: () => 0 });
+    },
+    pvs: liveStore(fake),
+    recorder,
+    metrics,
+    failureBackoff: new KeyedBackoff({ initialMs: 30_000, maxMs: 600_000, jitter: 0 }, () => now),
+    queueRateLimit: { baseDelayMs: 5, maxDelayMs: 50 },
+    now: () => now,
+  });
+  controllers.push(jc);
+  return jc;
+}
+
+const jobKey = (pvName: string): string => `${NS}/cleanup-${pvName}`;
+const putJob = (job: V1Job): V1Job => fake.put('jobs', job);
+
+beforeEach(() => {
+  fake = new FakeKube();
+  recorder = new FakeRecorder();
+  metrics = newMetrics();
+  now = Date.parse('2026-01-01T00:00:00Z');
+  selectors = [];
+  controllers = [];
+});
+afterEach(async () => {
+  for (const c of controllers) await c.stop();
+});
+
+describe('JobController', () => {
+  it('watches this node\'s Jobs in its namespace', async () => {
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    expect(selectors).toEqual([`kubernetes.io/hostname=${NODE}`]);
+    expect(fake.requests.find((r) => r.kind === 'jobs' && r.verb === 'list')).toMatchObject({ namespace: NS });
+  });
+
+  it('on success deletes the PV (UID precondition), then the Job, and counts it', async () => {
+    const pv = fake.put('persistentvolumes', makePV('pv1', { capacity: '100Gi' }));
+    putJob(makeJob(pv, 'Block', new Date(now - 20_000)));
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    expect(jc.inProgress('pv1', true)).toBe(true);
+    expect(jc.status('pv1', pv.metadata?.uid)).toEqual({ state: 'Running', stale: false });
+    const deletes: unknown[] = [];
+    const orig = fake.deletePersistentVolume.bind(fake);
+    fake.deletePersistentVolume = (name, opts) => {
+      deletes.push({ name, opts });
+      return orig(name, opts);
+    };
+    fake.setStatus('jobs', jobKey('pv1'), complete);
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined();
+    expect(deletes).toEqual([{ name: 'pv1', opts: { uid: pv.metadata?.uid } }]);
+    // the PV goes first, then the Job
+    const order = fake.requests.filter((r) => r.verb === 'delete').map((r) => r.kind);
+    expect(order).toEqual(['persistentvolumes', 'jobs']);
+    expect(await metricValue(metrics.deleteTotal, { mode: 'Block', type: 'job' })).toBe(1);
+    const { values } = await metrics.deleteDuration.get();
+    const sum = values.find((v) => v.metricName?.endsWith('_sum'));
+    expect(sum?.labels).toMatchObject({ mode: 'Block', type: 'job', capacity: '500G', cleanup_command: '/scripts/quick_reset.sh' });
+    expect(sum?.value).toBeCloseTo(20, 1);
+    expect(await metricValue(metrics.apiserverRequests, { method: 'delete' })).toBe(1);
+    expect(jc.inProgress('pv1', true)).toBe(false);
+    expect(recorder.events).toEqual([]);
+  });
+
+  it('a stale Job (pvuuid of an older PV with the same name) never deletes the new PV (#174)', async () => {
+    const old = makePV('pv1', { uid: 'old-uid' });
+    putJob(makeJob(old));
+    fake.put('persistentvolumes', makePV('pv1', { uid: 'new-uid' }));
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    expect(jc.status('pv1', 'new-uid')).toEqual({ state: 'Running', stale: true });
+    fake.setStatus('jobs', jobKey('pv1'), complete);
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(fake.object('persistentvolumes', 'pv1')?.metadata?.uid).toBe('new-uid');
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(await metricValue(metrics.deleteTotal)).toBe(0);
+  });
+
+  it('does not delete a PV that is no longer Released, or is being deleted', async () => {
+    const bound = fake.put('persistentvolumes', makePV('pv1', { phase: 'Bound' }));
+    const deleting = fake.put('persistentvolumes', makePV('pv2', { deleting: true }));
+    putJob({ ...makeJob(bound), status: complete });
+    putJob({ ...makeJob(deleting), status: complete });
+    const jc = makeController();
+    jc.start();
+    await vi.waitFor(() => expect(fake.objects('jobs')).toEqual([]));
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(fake.objects('persistentvolumes')).toHaveLength(2);
+  });
+
+  it('follows a Job created before it started to completion (new generation, empty queue)', async () => {
+    const pv = fake.put('persistentvolumes', makePV('pv1'));
+    putJob({ ...makeJob(pv), status: complete });
+    const first = makeController();
+    await first.stop(); // an earlier generation that never handled it
+    const jc = makeController();
+    jc.start();
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+  });
+
+  it('on failure reports once, deletes the Job and holds the PV in a backoff, never stuck', async () => {
+    const pv = fake.put('persistentvolumes', makePV('pv1'));
+    putJob(makeJob(pv));
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    fake.setStatus('jobs', jobKey('pv1'), failed);
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(fake.object('persistentvolumes', 'pv1')).toBeDefined();
+    expect(recorder.events).toHaveLength(1);
+    expect(recorder.events[0]).toMatchObject({ type: 'Warning', reason: 'VolumeFailedDelete', ref: { name: 'pv1', kind: 'PersistentVolume' } });
+    expect(recorder.events[0]?.message).toMatch(/Cleanup job kubesystem\/cleanup-pv1 failed \(BackoffLimitExceeded: Job has reached the specified backoff limit\); a new one starts in 30s/);
+    expect(await metricValue(metrics.deleteFailedTotal, { mode: 'Block', type: 'job' })).toBe(1);
+    expect(await metricValue(metrics.cleanupRetries, { type: 'job' })).toBe(1);
+    const del = fake.requests.filter((r) => r.verb === 'delete' && r.kind === 'jobs');
+    expect(del).toHaveLength(1);
+    expect(jc.inProgress('pv1', true)).toBe(false);
+    expect(jc.status('pv1')).toEqual({ state: 'Backoff', retryInMs: 30_000 });
+    now += 30_000;
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+
+    // A second failure doubles the backoff.
+    putJob(makeJob(pv));
+    fake.setStatus('jobs', jobKey('pv1'), failed);
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(jc.status('pv1')).toEqual({ state: 'Backoff', retryInMs: 60_000 });
+    expect(recorder.events).toHaveLength(2);
+  });
+
+  it('keeps the Job and retries when deleting the PV fails, without cleaning again', async () => {
+    const pv = fake.put('persistentvolumes', makePV('pv1'));
+    putJob(makeJob(pv));
+    fake.failNext('delete', 'persistentvolumes', new KubeError(500, 'InternalError', 'etcd is sad'));
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    fake.setStatus('jobs', jobKey('pv1'), complete);
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(fake.count('delete', 'persistentvolumes')).toBe(2);
+    expect(fake.count('create', 'jobs')).toBe(0);
+    expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);
+    expect(recorder.events[0]?.message).toMatch(/etcd is sad/);
+    expect(await metricValue(metrics.deleteFailedTotal, { type: 'job' })).toBe(1);
+    expect(await metricValue(metrics.apiserverRequestsFailed, { method: 'delete' })).toBe(1);
+    expect(await metricValue(metrics.deleteTotal, { type: 'job' })).toBe(1);
+  });
+
+  it('removeStatus deletes a finished Job only', async () => {
+    const pv1 = makePV('pv1');
+    const pv2 = makePV('pv2');
+    putJob(makeJob(pv1));
+    putJob({ ...makeJob(pv2), status: complete });
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    // pv2's Job is handled by the workers anyway (its PV is gone); pv1's is running.
+    await jc.removeStatus('pv1', true);
+    expect(fake.object('jobs', jobKey('pv1'))).toBeDefined();
+    await jc.removeStatus('pv2', true);
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv2'))).toBeUndefined());
+    expect(jc.inProgress('pv1', true)).toBe(true);
+  });
+
+  it('stop() ends the watch and the workers; nothing is sent afterwards', async () => {
+    const jc = makeController();
+    jc.start();
+    await jc.waitForSync();
+    await vi.waitFor(() => expect(fake.openWatches).toBe(1));
+    await jc.stop();
+    expect(fake.openWatches).toBe(0);
+    const before = fake.requests.length;
+    const pv = fake.put('persistentvolumes', makePV('pv1'));
+    putJob({ ...makeJob(pv), status: complete });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fake.requests.length).toBe(before);
+    expect(fake.object('persistentvolumes', 'pv1')).toBeDefined();
+  });
+});
