@@ -52,9 +52,18 @@ export interface ConfigError {
   readonly line?: number | undefined;
 }
 
+/**
+ * Outcome of parsing. `warnings` (unknown keys, duplicate keys, settings that
+ * cannot work) never block a config; parseConfig always fills it in.
+ */
 export type ParseResult =
-  | { readonly ok: true; readonly config: ProvisionerConfig; readonly hash: string }
-  | { readonly ok: false; readonly errors: readonly ConfigError[] };
+  | {
+      readonly ok: true;
+      readonly config: ProvisionerConfig;
+      readonly hash: string;
+      readonly warnings?: readonly ConfigError[] | undefined;
+    }
+  | { readonly ok: false; readonly errors: readonly ConfigError[]; readonly warnings?: readonly ConfigError[] | undefined };
 
 export const DEFAULT_BLOCK_CLEANER_COMMAND: readonly string[] = Object.freeze(['/scripts/quick_reset.sh']);
 export const DEFAULT_NAME_PATTERN = '*';

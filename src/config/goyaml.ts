@@ -1,0 +1,341 @@
+// YAML -> a small value tree with the scalar resolution of Go's
+// sigs.k8s.io/yaml (go-yaml v2, YAML 1.1), plus Go's ways of turning those
+// scalars into strings. The `yaml` package only tokenises here (failsafe
+// schema: every scalar is text); the resolution rules below are Go's:
+// - plain y/Y/yes/Yes/YES/true/True/TRUE/on/On/ON are true, the n/no/false/off
+//   forms false; ""/~/null/Null/NULL are null; .inf/.nan forms are floats;
+// - plain scalars starting with a digit or sign are integers when Go's
+//   strconv.ParseInt(s, 0, 64) accepts them after removing '_' (so 0x1F, 0o17,
+//   017 (octal), 0b101, 1_000), else uint64, else floats matching YAML's float
+//   syntax; anything else (dates included) stays a string;
+// - quoted and block scalars are strings; `!!str` forces a string;
+// - `<<` merges mappings; anchors and aliases are followed.
+import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
+import type { Document, Node as YamlNode } from 'yaml';
+
+/** 1-based line, when known. */
+export type Line = number | undefined;
+
+export interface MapEntry {
+  /** The key as Go turns it into a JSON object key. */
+  readonly key: string;
+  readonly keyLine: Line;
+  readonly value: GoValue;
+}
+
+export type GoValue =
+  | { readonly kind: 'null'; readonly line: Line }
+  | { readonly kind: 'bool'; readonly value: boolean; readonly line: Line }
+  | { readonly kind: 'int'; readonly value: bigint; readonly line: Line }
+  | { readonly kind: 'float'; readonly value: number; readonly line: Line }
+  | { readonly kind: 'string'; readonly value: string; readonly line: Line }
+  | { readonly kind: 'map'; readonly entries: readonly MapEntry[]; readonly line: Line }
+  | { readonly kind: 'seq'; readonly items: readonly GoValue[]; readonly line: Line };
+
+export interface YamlProblem {
+  readonly message: string;
+  readonly line: Line;
+}
+
+export interface YamlParseOutcome {
+  /** undefined when the text could not be parsed at all. */
+  readonly value: GoValue | undefined;
+  readonly errors: readonly YamlProblem[];
+}
+
+const TRUE_FORMS = new Set(['y', 'Y', 'yes', 'Yes', 'YES', 'true', 'True', 'TRUE', 'on', 'On', 'ON']);
+const FALSE_FORMS = new Set(['n', 'N', 'no', 'No', 'NO', 'false', 'False', 'FALSE', 'off', 'Off', 'OFF']);
+const NULL_FORMS = new Set(['', '~', 'null', 'Null', 'NULL']);
+const NAN_FORMS = new Set(['.nan', '.NaN', '.NAN']);
+const POS_INF_FORMS = new Set(['.inf', '.Inf', '.INF', '+.inf', '+.Inf', '+.INF']);
+const NEG_INF_FORMS = new Set(['-.inf', '-.Inf', '-.INF']);
+
+const GO_INT = /^([+-]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$/;
+const YAML_FLOAT = /^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/;
+const DOT_FLOAT = /^\.[0-9]+([eE][-+]?[0-9]+)?$/;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+const TAG_PREFIX = 'tag:yaml.org,2002:';
+
+/** Limits that keep alias bombs and absurd nesting from eating the process. */
+const MAX_DEPTH = 100;
+const MAX_NODES = 100_000;
+
+function parseGoInt(plain: string): bigint | undefined {
+  const m = GO_INT.exec(plain);
+  if (!m) return undefined;
+  const digits = m[2]!;
+  let magnitude: bigint;
+  if (/^0[xXoObB]/.test(digits)) {
+    const base = digits[1]!.toLowerCase();
+    magnitude = BigInt(`0${base}${digits.slice(2)}`);
+  } else if (digits.length > 1 && digits.startsWith('0')) {
+    magnitude = BigInt(`0o${digits.slice(1)}`);
+  } else {
+    magnitude = BigInt(digits);
+  }
+  return m[1] === '-' ? -magnitude : magnitude;
+}
+
+/** Resolves an untagged plain scalar the way go-yaml v2 does. */
+export function resolvePlain(text: string, line: Line): GoValue {
+  if (TRUE_FORMS.has(text)) return { kind: 'bool', value: true, line };
+  if (FALSE_FORMS.has(text)) return { kind: 'bool', value: false, line };
+  if (NULL_FORMS.has(text)) return { kind: 'null', line };
+  if (NAN_FORMS.has(text)) return { kind: 'float', value: Number.NaN, line };
+  if (POS_INF_FORMS.has(text)) return { kind: 'float', value: Number.POSITIVE_INFINITY, line };
+  if (NEG_INF_FORMS.has(text)) return { kind: 'float', value: Number.NEGATIVE_INFINITY, line };
+  const first = text[0]!;
+  if (first === '.') {
+    if (DOT_FLOAT.test(text)) {
+      const f = Number(text);
+      if (Number.isFinite(f)) return { kind: 'float', value: f, line };
+    }
+    return { kind: 'string', value: text, line };
+  }
+  if (first === '+' || first === '-' || (first >= '0' && first <= '9')) {
+    const plain = text.replaceAll('_', '');
+    const i = parseGoInt(plain);
+    if (i !== undefined) {
+      if (i >= INT64_MIN && i <= INT64_MAX) return { kind: 'int', value: i, line };
+      // ParseUint takes no sign.
+      if (i > 0n && i <= UINT64_MAX && !/^[+-]/.test(plain)) return { kind: 'int', value: i, line };
+    }
+    if (YAML_FLOAT.test(plain)) {
+      const f = Number(plain);
+      if (Number.isFinite(f)) return { kind: 'float', value: f, line };
+    }
+  }
+  return { kind: 'string', value: text, line };
+}
+
+/**
+ * Go's strconv.FormatFloat(f, 'g', -1, 32): the shortest decimal that reads
+ * back as the same float32, in %e form when the exponent is < -4 or >= 6
+ * (two-digit minimum exponent, e.g. 1e+06), else in %f form.
+ */
+export function formatGoFloat32(f: number): string {
+  if (Number.isNaN(f)) return 'NaN';
+  if (f === Number.POSITIVE_INFINITY) return '+Inf';
+  if (f === Number.NEGATIVE_INFINITY) return '-Inf';
+  const v = Math.fround(f);
+  if (!Number.isFinite(v)) return v > 0 ? '+Inf' : '-Inf';
+  const neg = v < 0 || Object.is(v, -0);
+  const a = Math.abs(v);
+  if (a === 0) return neg ? '-0' : '0';
+  let mantissa = '';
+  let exp10 = 0;
+  for (let p = 1; p <= 9; p++) {
+    const e = a.toExponential(p - 1); // "d.ddde+x"
+    if (Math.fround(Number(e)) === a || p === 9) {
+      const [m, x] = e.split('e') as [string, string];
+      mantissa = m.replace('.', '').replace(/0+$/, '') || '0';
+      exp10 = Number(x);
+      break;
+    }
+  }
+  const nd = mantissa.length;
+  let out: string;
+  if (exp10 < -4 || exp10 >= 6) {
+    const frac = nd > 1 ? `.${mantissa.slice(1)}` : '';
+    const ae = Math.abs(exp10);
+    out = `${mantissa[0]}${frac}e${exp10 < 0 ? '-' : '+'}${ae < 10 ? '0' : ''}${ae}`;
+  } else if (exp10 < 0) {
+    out = `0.${'0'.repeat(-exp10 - 1)}${mantissa}`;
+  } else if (nd <= exp10 + 1) {
+    out = mantissa + '0'.repeat(exp10 + 1 - nd);
+  } else {
+    out = `${mantissa.slice(0, exp10 + 1)}.${mantissa.slice(exp10 + 1)}`;
+  }
+  return neg ? `-${out}` : out;
+}
+
+/** The string Go gives a scalar aimed at a string field; undefined for null, maps and lists. */
+export function goScalarString(v: GoValue): string | undefined {
+  switch (v.kind) {
+    case 'string':
+      return v.value;
+    case 'bool':
+      return v.value ? 'true' : 'false';
+    case 'int':
+      return v.value.toString();
+    case 'float':
+      return formatGoFloat32(v.value);
+    default:
+      return undefined;
+  }
+}
+
+/** The JSON object key Go makes of a YAML map key; undefined when Go refuses the key. */
+function goMapKey(v: GoValue): string | undefined {
+  if (v.kind === 'float') {
+    const s = formatGoFloat32(v.value);
+    if (s === '+Inf') return '.inf';
+    if (s === '-Inf') return '-.inf';
+    if (s === 'NaN') return '.nan';
+    return s;
+  }
+  return goScalarString(v);
+}
+
+/** A short description of a value for error messages: `string "x"`, `number 5`, `a map`. */
+export function describe(v: GoValue): string {
+  switch (v.kind) {
+    case 'null':
+      return 'null';
+    case 'bool':
+      return `boolean ${v.value}`;
+    case 'int':
+      return `number ${v.value.toString()}`;
+    case 'float':
+      return `number ${formatGoFloat32(v.value)}`;
+    case 'string':
+      return `string ${JSON.stringify(v.value.length > 60 ? `${v.value.slice(0, 57)}...` : v.value)}`;
+    case 'map':
+      return 'a map';
+    case 'seq':
+      return 'a list';
+  }
+}
+
+class Converter {
+  private nodes = 0;
+  readonly errors: YamlProblem[] = [];
+  private readonly doc: Document.Parsed;
+  private readonly lines: LineCounter;
+
+  constructor(doc: Document.Parsed, lines: LineCounter) {
+    this.doc = doc;
+    this.lines = lines;
+  }
+
+  lineOf(node: unknown): Line {
+    const range = (node as { range?: readonly number[] | null } | null)?.range;
+    if (!range || typeof range[0] !== 'number') return undefined;
+    return this.lines.linePos(range[0]).line;
+  }
+
+  convert(node: unknown, depth: number, fallbackLine: Line): GoValue {
+    if (node === null || node === undefined) return { kind: 'null', line: fallbackLine };
+    if (++this.nodes > MAX_NODES) throw new LimitError(`more than ${MAX_NODES} YAML nodes (alias expansion?)`);
+    if (depth > MAX_DEPTH) throw new LimitError(`YAML nested deeper than ${MAX_DEPTH} levels`);
+    const line = this.lineOf(node) ?? fallbackLine;
+    if (isAlias(node)) {
+      const target = node.resolve(this.doc);
+      if (target === undefined) {
+        this.errors.push({ message: `unknown anchor ${JSON.stringify(node.source)}`, line });
+        return { kind: 'null', line };
+      }
+      const v = this.convert(target, depth + 1, line);
+      return { ...v, line };
+    }
+    if (isScalar(node)) return this.scalar(String(node.value), node.type, node.tag, line);
+    if (isSeq(node)) {
+      return { kind: 'seq', items: node.items.map((item) => this.convert(item, depth + 1, line)), line };
+    }
+    if (isMap(node)) return this.map(node.items, depth, line);
+    this.errors.push({ message: 'unsupported YAML node', line });
+    return { kind: 'null', line };
+  }
+
+  private scalar(text: string, type: string | undefined, tag: string | undefined, line: Line): GoValue {
+    const quotedOrBlock = type !== undefined && type !== 'PLAIN';
+    const short = tag?.startsWith(TAG_PREFIX) ? tag.slice(TAG_PREFIX.length) : undefined;
+    if (short === 'str' || short === 'binary') return { kind: 'string', value: text, line };
+    if (quotedOrBlock && short === undefined) return { kind: 'string', value: text, line };
+    const v = resolvePlain(text, line);
+    if (short === undefined || short === 'merge' || short === 'timestamp') return v;
+    const kindForTag: Record<string, GoValue['kind'][]> = {
+      bool: ['bool'],
+      int: ['int'],
+      float: ['float', 'int'],
+      null: ['null'],
+    };
+    const allowed = kindForTag[short];
+    if (allowed === undefined) return v;
+    if (!allowed.includes(v.kind)) {
+      this.errors.push({ message: `cannot decode ${JSON.stringify(text)} as !!${short}`, line });
+      return { kind: 'null', line };
+    }
+    if (short === 'float' && v.kind === 'int') return { kind: 'float', value: Number(v.value), line };
+    return v;
+  }
+
+  private map(items: readonly unknown[], depth: number, line: Line): GoValue {
+    const explicit: MapEntry[] = [];
+    const merged: MapEntry[] = [];
+    for (const pair of items) {
+      if (!isPair(pair)) continue;
+      const keyNode = pair.key as YamlNode | null;
+      const keyLine = this.lineOf(keyNode) ?? line;
+      if (isScalar(keyNode) && keyNode.type === 'PLAIN' && keyNode.value === '<<' && keyNode.tag === undefined) {
+        merged.push(...this.mergeSource(pair.value, depth, keyLine));
+        continue;
+      }
+      const keyValue = this.convert(keyNode, depth + 1, keyLine);
+      const key = goMapKey(keyValue);
+      if (key === undefined) {
+        this.errors.push({ message: `unsupported map key (${describe(keyValue)})`, line: keyLine });
+        continue;
+      }
+      explicit.push({ key, keyLine, value: this.convert(pair.value, depth + 1, keyLine) });
+    }
+    // Explicit keys win over merged ones; among merged sources the first wins.
+    const seen = new Set(explicit.map((e) => e.key));
+    const entries = [...explicit];
+    for (const e of merged) {
+      if (seen.has(e.key)) continue;
+      seen.add(e.key);
+      entries.push(e);
+    }
+    return { kind: 'map', entries, line };
+  }
+
+  private mergeSource(node: unknown, depth: number, line: Line): MapEntry[] {
+    const v = this.convert(node, depth + 1, line);
+    if (v.kind === 'map') return [...v.entries];
+    if (v.kind === 'seq' && v.items.every((i) => i.kind === 'map')) {
+      return v.items.flatMap((i) => (i.kind === 'map' ? i.entries : []));
+    }
+    this.errors.push({ message: `map merge (<<) needs a map or a list of maps, got ${describe(v)}`, line });
+    return [];
+  }
+}
+
+class LimitError extends Error {}
+
+/** Parses one YAML text into a GoValue; never throws. */
+export function parseGoYaml(text: string): YamlParseOutcome {
+  const lines = new LineCounter();
+  let doc: Document.Parsed;
+  try {
+    doc = parseDocument(text, {
+      version: '1.1',
+      schema: 'failsafe',
+      uniqueKeys: false,
+      prettyErrors: false,
+      lineCounter: lines,
+    });
+  } catch (err) {
+    return { value: undefined, errors: [{ message: `YAML parser failed: ${String(err)}`, line: undefined }] };
+  }
+  if (doc.errors.length > 0) {
+    return {
+      value: undefined,
+      errors: doc.errors.map((e) => ({
+        message: `YAML syntax error: ${e.message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '')}`,
+        line: e.linePos?.[0].line ?? (typeof e.pos[0] === 'number' ? lines.linePos(e.pos[0]).line : undefined),
+      })),
+    };
+  }
+  const conv = new Converter(doc, lines);
+  try {
+    const value = conv.convert(doc.contents, 0, 1);
+    return { value, errors: conv.errors };
+  } catch (err) {
+    const message = err instanceof LimitError ? err.message : `YAML conversion failed: ${String(err)}`;
+    return { value: undefined, errors: [...conv.errors, { message, line: undefined }] };
+  }
+}

@@ -1,0 +1,170 @@
+// Reads the mounted ConfigMap directory.
+//
+// A kubelet ConfigMap volume looks like this:
+//   dir/..2026_11_30_10_00_00.123456789/<key>   (one generation, real files)
+//   dir/..data -> ..2026_11_30_10_00_00.123456789
+//   dir/<key> -> ..data/<key>
+// and an update writes a new generation, then renames ..data_tmp over ..data.
+// Reading the visible symlinks one by one can mix two generations, so we
+// resolve ..data once and read every key from that one generation directory.
+// If that generation disappears while we read (the kubelet deletes the old one
+// right after a swap), the read starts over; after a few tries it gives up
+// with a transient ConfigReadError, which callers retry later.
+//
+// A plain directory without ..data (development, tests, the demo) is read as
+// is: every regular file, or symlink to one, whose name does not start with ".".
+import { readFile, readdir, readlink, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseConfig } from './parse.ts';
+import type { ParseResult } from './types.ts';
+
+export interface ConfigFiles {
+  /** ConfigMap key -> content. */
+  files: Record<string, string>;
+  /** The ..data target the files were read from; undefined for a plain directory. */
+  generation: string | undefined;
+}
+
+export class ConfigReadError extends Error {
+  /** True when retrying soon is expected to succeed (a kubelet swap raced the read). */
+  readonly transient: boolean;
+  readonly path: string;
+
+  constructor(message: string, opts: { path: string; transient: boolean; cause?: unknown }) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'ConfigReadError';
+    this.transient = opts.transient;
+    this.path = opts.path;
+  }
+}
+
+const DATA = '..data';
+const MAX_ATTEMPTS = 5;
+const RETRY_DELAY_MS = 20;
+
+/** Thrown inside one attempt when the files changed under us. */
+class Raced extends Error {}
+
+function code(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err).code) : undefined;
+}
+
+function describeFsError(err: unknown): string {
+  switch (code(err)) {
+    case 'ENOENT':
+      return 'does not exist';
+    case 'ENOTDIR':
+      return 'is not a directory';
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    default:
+      return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/** Reads one file; ENOENT means a swap removed it (Raced), anything else is fatal. */
+async function readOne(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    if (code(err) === 'ENOENT') throw new Raced(file);
+    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+  }
+}
+
+async function readGeneration(dir: string, target: string): Promise<ConfigFiles> {
+  const genDir = path.resolve(dir, target);
+  let names: string[];
+  try {
+    names = await readdir(genDir);
+  } catch (err) {
+    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new Raced(genDir);
+    throw new ConfigReadError(`cannot read config generation ${genDir}: ${describeFsError(err)}`, {
+      path: genDir,
+      transient: false,
+      cause: err,
+    });
+  }
+  const files: Record<string, string> = {};
+  for (const name of names.filter((n) => !n.startsWith('..')).sort()) {
+    const file = path.join(genDir, name);
+    let st;
+    try {
+      st = await stat(file);
+    } catch (err) {
+      if (code(err) === 'ENOENT') throw new Raced(file);
+      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+    }
+    if (!st.isFile()) continue;
+    files[name] = await readOne(file);
+  }
+  return { files, generation: target };
+}
+
+async function readPlainDir(dir: string): Promise<ConfigFiles> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    throw new ConfigReadError(`cannot read config directory ${dir}: ${describeFsError(err)}`, { path: dir, transient: false, cause: err });
+  }
+  // "..<timestamp>" or "..data_tmp" without "..data": the kubelet is writing its first generation.
+  if (names.some((n) => n.startsWith('..'))) throw new Raced(path.join(dir, DATA));
+  const files: Record<string, string> = {};
+  for (const name of names.filter((n) => !n.startsWith('.')).sort()) {
+    const file = path.join(dir, name);
+    let st;
+    try {
+      st = await stat(file); // follows symlinks
+    } catch (err) {
+      if (code(err) === 'ENOENT') continue; // broken symlink, or removed since readdir
+      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+    }
+    if (!st.isFile()) continue;
+    files[name] = await readOne(file);
+  }
+  return { files, generation: undefined };
+}
+
+async function readAttempt(dir: string): Promise<ConfigFiles> {
+  let target: string;
+  try {
+    target = await readlink(path.join(dir, DATA));
+  } catch (err) {
+    const c = code(err);
+    if (c === 'ENOENT' || c === 'ENOTDIR') return readPlainDir(dir);
+    if (c === 'EINVAL') return readGeneration(dir, DATA); // ..data is a real directory
+    throw new ConfigReadError(`cannot read ${path.join(dir, DATA)}: ${describeFsError(err)}`, {
+      path: dir,
+      transient: false,
+      cause: err,
+    });
+  }
+  return readGeneration(dir, target);
+}
+
+/** Reads every ConfigMap key of one generation of `dir`. Throws ConfigReadError. */
+export async function readConfigDir(dir: string): Promise<ConfigFiles> {
+  let last: unknown;
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    try {
+      return await readAttempt(dir);
+    } catch (err) {
+      if (!(err instanceof Raced)) throw err;
+      last = err;
+      if (attempt < MAX_ATTEMPTS) await sleep(RETRY_DELAY_MS * attempt);
+    }
+  }
+  throw new ConfigReadError(
+    `config directory ${dir} kept changing while being read (${MAX_ATTEMPTS} attempts); ${last instanceof Error ? last.message : ''} vanished`,
+    { path: dir, transient: true, cause: last },
+  );
+}
+
+/** Reads `dir` (one generation) and parses it. Read problems throw ConfigReadError; config problems are in result. */
+export async function loadConfig(dir: string): Promise<{ files: ConfigFiles; result: ParseResult }> {
+  const files = await readConfigDir(dir);
+  return { files, result: parseConfig(files.files) };
+}

@@ -1,0 +1,134 @@
+import { mkdir, mkdtemp, rm, symlink, writeFile, chmod, rename } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigReadError, loadConfig, readConfigDir } from '../../src/config/load.ts';
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'lsp-config-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Lays out a kubelet ConfigMap volume generation by hand and points ..data at it. */
+async function publish(files: Record<string, string>, gen: string): Promise<void> {
+  await mkdir(path.join(dir, gen));
+  for (const [k, v] of Object.entries(files)) await writeFile(path.join(dir, gen, k), v);
+  await symlink(gen, path.join(dir, '..data_tmp'));
+  await rename(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+  for (const k of Object.keys(files)) {
+    await symlink(path.join('..data', k), path.join(dir, k)).catch(() => undefined);
+  }
+}
+
+const CLASS = 'local:\n  hostDir: /mnt/disks\n  mountDir: /mnt/disks\n';
+
+describe('readConfigDir: kubelet ConfigMap layout', () => {
+  it('reads every key from the generation ..data points at', async () => {
+    await publish({ storageClassMap: CLASS, useJobForCleaning: 'yes' }, '..2026_11_30_10_00_00.123');
+    const f = await readConfigDir(dir);
+    expect(f).toEqual({ files: { storageClassMap: CLASS, useJobForCleaning: 'yes' }, generation: '..2026_11_30_10_00_00.123' });
+  });
+
+  it('reads one generation even when the visible links already point elsewhere', async () => {
+    await publish({ storageClassMap: CLASS, useJobForCleaning: 'yes' }, '..2026_11_30_10_00_00.1');
+    // a second generation whose keys differ; ..data still points at the first one
+    await mkdir(path.join(dir, '..2026_11_30_10_00_01.2'));
+    await writeFile(path.join(dir, '..2026_11_30_10_00_01.2', 'useJobForCleaning'), 'no');
+    const f = await readConfigDir(dir);
+    expect(f.files).toEqual({ storageClassMap: CLASS, useJobForCleaning: 'yes' });
+    expect(f.generation).toBe('..2026_11_30_10_00_00.1');
+  });
+
+  it('follows a swap and ignores "..*" entries inside a generation', async () => {
+    await publish({ storageClassMap: CLASS }, '..g1');
+    await writeFile(path.join(dir, '..g1', '..hidden'), 'x');
+    await publish({ storageClassMap: CLASS, setPVOwnerRef: 'true' }, '..g2');
+    await rm(path.join(dir, '..g1'), { recursive: true });
+    const f = await readConfigDir(dir);
+    expect(f).toEqual({ files: { storageClassMap: CLASS, setPVOwnerRef: 'true' }, generation: '..g2' });
+  });
+
+  it('retries, then reports a transient error, when the generation has vanished', async () => {
+    await symlink('..gone', path.join(dir, '..data'));
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(true);
+    expect((err as ConfigReadError).message).toContain(dir);
+  });
+
+  it('succeeds when the generation appears while it retries', async () => {
+    await symlink('..late', path.join(dir, '..data'));
+    setTimeout(() => {
+      void mkdir(path.join(dir, '..late')).then(() => writeFile(path.join(dir, '..late', 'useAlphaAPI'), 'false'));
+    }, 5);
+    const f = await readConfigDir(dir);
+    expect(f).toEqual({ files: { useAlphaAPI: 'false' }, generation: '..late' });
+  });
+
+  it('treats a half-written first generation (no ..data yet) as transient', async () => {
+    await mkdir(path.join(dir, '..2026_11_30_10_00_00.1'));
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(true);
+  });
+});
+
+describe('readConfigDir: plain directory', () => {
+  it('reads regular files and symlinks to files, skipping dotfiles, directories and broken links', async () => {
+    await writeFile(path.join(dir, 'storageClassMap'), CLASS);
+    await writeFile(path.join(dir, '.swp'), 'junk');
+    await mkdir(path.join(dir, 'sub'));
+    await writeFile(path.join(dir, 'sub', 'useAlphaAPI'), 'true');
+    await writeFile(path.join(dir, '.real-labels'), 'a: b\n');
+    await symlink('.real-labels', path.join(dir, 'labelsForPV'));
+    await symlink('missing', path.join(dir, 'broken'));
+    const f = await readConfigDir(dir);
+    expect(f).toEqual({ files: { labelsForPV: 'a: b\n', storageClassMap: CLASS }, generation: undefined });
+  });
+
+  it('reads an empty directory as no files', async () => {
+    expect(await readConfigDir(dir)).toEqual({ files: {}, generation: undefined });
+  });
+
+  it('fails clearly, and not transiently, on a missing directory or a file', async () => {
+    const missing = path.join(dir, 'nope');
+    const err = await readConfigDir(missing).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(false);
+    expect((err as ConfigReadError).message).toBe(`cannot read config directory ${missing}: does not exist`);
+    await writeFile(path.join(dir, 'f'), '');
+    const err2 = await readConfigDir(path.join(dir, 'f')).catch((e: unknown) => e);
+    expect((err2 as ConfigReadError).message).toContain('is not a directory');
+    expect((err2 as ConfigReadError).transient).toBe(false);
+  });
+
+  it.skipIf(process.getuid?.() === 0)('fails clearly on an unreadable file', async () => {
+    await writeFile(path.join(dir, 'storageClassMap'), CLASS);
+    await chmod(path.join(dir, 'storageClassMap'), 0o000);
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).message).toContain('permission denied');
+  });
+});
+
+describe('loadConfig', () => {
+  it('reads and parses one generation', async () => {
+    await publish({ storageClassMap: CLASS, useJobForCleaning: 'yes' }, '..g1');
+    const { files, result } = await loadConfig(dir);
+    expect(files.generation).toBe('..g1');
+    expect(result.ok).toBe(true);
+    expect(result.ok && result.config.useJobForCleaning).toBe(true);
+    expect(result.ok && Object.keys(result.config.storageClassMap)).toEqual(['local']);
+  });
+
+  it('returns parse errors in the result instead of throwing', async () => {
+    await writeFile(path.join(dir, 'minResyncPeriod'), '300');
+    const { result } = await loadConfig(dir);
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.errors[0]!.path).toBe('minResyncPeriod');
+  });
+});
