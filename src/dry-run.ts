@@ -1,0 +1,151 @@
+// --dry-run: prints, as YAML, the PVs this node would get from a config dir,
+// writing nothing to any cluster. It runs the real Discoverer against a
+// KubePort that records creates instead of sending them. When a cluster is
+// reachable (KUBECONFIG or in-cluster), the Node, StorageClasses and this
+// node's existing PVs are read from it (read-only); otherwise it works offline
+// and says which fields it had to assume.
+import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { PVCache, pvOnThisNode } from './cache/pv-cache.ts';
+import { loadConfig } from './config/load.ts';
+import { Discoverer } from './discovery/discoverer.ts';
+import { provisionerName } from './discovery/naming.ts';
+import type { Options } from './flags.ts';
+import { createKubeClient, loadKubeConfig } from './kube/client.ts';
+import type { EventRecorder, ObjectRef } from './kube/events.ts';
+import type { Informer, InformerHandlers } from './kube/informer.ts';
+import { objectKey } from './kube/informer.ts';
+import { KubeError, type KubePort } from './kube/port.ts';
+import { Metrics } from './metrics/metrics.ts';
+import type { Logger } from './util/log.ts';
+
+/** A read-only, already-synced informer over a fixed list. */
+export function staticInformer<T extends { metadata?: { name?: string; namespace?: string } }>(items: readonly T[]): Informer<T> {
+  const map = new Map(items.map((o) => [objectKey(o), o]));
+  return {
+    get: (k) => map.get(k),
+    list: () => [...map.values()],
+    start: () => undefined,
+    stop: () => Promise.resolve(),
+    hasSynced: () => true,
+    waitForSync: () => Promise.resolve(),
+    on: (h: InformerHandlers<T>) => {
+      for (const o of map.values()) h.add?.(o);
+      return () => undefined;
+    },
+  };
+}
+
+/** A KubePort that refuses every write except PV creates, which it records. */
+function recordingPort(created: V1PersistentVolume[]): KubePort {
+  const refuse = (): Promise<never> => Promise.reject(new KubeError(0, 'DryRun', 'dry run: no writes'));
+  return {
+    list: refuse,
+    watch: refuse,
+    getNode: refuse,
+    replaceNode: refuse,
+    createPersistentVolume: (pv) => {
+      created.push(pv);
+      return Promise.resolve({ ...pv, metadata: { ...pv.metadata, uid: `dry-run-${created.length}` } });
+    },
+    deletePersistentVolume: refuse,
+    createJob: refuse,
+    deleteJob: refuse,
+    createEvent: refuse,
+    patchEvent: refuse,
+  };
+}
+
+const UNKNOWN_UID = 'UNKNOWN-NODE-UID';
+
+interface ClusterView {
+  node: V1Node;
+  storageClasses: V1StorageClass[];
+  pvs: V1PersistentVolume[];
+  assumptions: string[];
+}
+
+async function readCluster(opts: Options, classNames: string[], logger: Logger): Promise<ClusterView> {
+  const offline = (why: string): ClusterView => ({
+    node: {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: opts.nodeName, uid: UNKNOWN_UID, labels: { 'kubernetes.io/hostname': opts.nodeName } },
+    },
+    storageClasses: classNames.map((name) => ({ apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass', metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', reclaimPolicy: 'Delete' })),
+    pvs: [],
+    assumptions: [
+      `offline (${why}): nothing was read from a cluster`,
+      `node labels unknown: kubernetes.io/hostname assumed to be ${JSON.stringify(opts.nodeName)}; nodeLabelsForPV labels are missing`,
+      `node UID unknown: ${UNKNOWN_UID} stands for it in ownerReferences[].uid and, without useNodeNameOnly, in the provisioned-by annotation`,
+      'StorageClasses unknown: reclaim policy assumed Delete, mount options assumed none',
+      'existing PVs unknown: volumes that already have a PV are listed again',
+    ],
+  });
+  if (!opts.kubeconfig && !process.env['KUBERNETES_SERVICE_HOST']) return offline('no KUBECONFIG and not in a cluster');
+  try {
+    const kube = createKubeClient(loadKubeConfig(process.env), { qps: opts.kubeApiQps, burst: opts.kubeApiBurst });
+    const timeout = <T>(p: Promise<T>): Promise<T> =>
+      Promise.race([p, new Promise<T>((_, rej) => setTimeout(() => rej(new Error('timed out after 10s')), 10_000).unref())]);
+    const node = await timeout(kube.getNode(opts.nodeName));
+    const scs = await timeout(kube.list('storageclasses', {}));
+    const pvs = await timeout(kube.list('persistentvolumes', {}));
+    const nodeId = { name: opts.nodeName, uid: node.metadata?.uid ?? '' };
+    return { node, storageClasses: scs.items, pvs: pvs.items.filter((pv) => pvOnThisNode(pv, nodeId)), assumptions: [] };
+  } catch (err) {
+    logger.warn({ err }, 'dry run: could not read the cluster; working offline');
+    return offline(`cluster not readable: ${(err as Error).message}`);
+  }
+}
+
+export async function runDryRun(opts: Options, logger: Logger, out: (s: string) => void = (s) => process.stdout.write(s)): Promise<number> {
+  if (!opts.nodeName) {
+    process.stderr.write('local-volume-provisioner: --dry-run needs a node name (--node-name or MY_NODE_NAME)\n');
+    return 2;
+  }
+  let loaded;
+  try {
+    loaded = await loadConfig(opts.configDir);
+  } catch (err) {
+    process.stderr.write(`local-volume-provisioner: ${(err as Error).message}\n`);
+    return 1;
+  }
+  if (!loaded.result.ok) {
+    process.stderr.write(`local-volume-provisioner: invalid configuration in ${opts.configDir}:\n`);
+    for (const e of loaded.result.errors) {
+      process.stderr.write(`  ${e.path}${e.file ? ` (${e.file}${e.line ? `:${e.line}` : ''})` : ''}: ${e.message}\n`);
+    }
+    return 1;
+  }
+  const config = loaded.result.config;
+  const view = await readCluster(opts, Object.keys(config.storageClassMap), logger);
+  const created: V1PersistentVolume[] = [];
+  const problems: string[] = [];
+  const recorder: EventRecorder = { event: (_ref: ObjectRef, type, reason, message) => problems.push(`${type} ${reason}: ${message}`) };
+  const name = provisionerName({ name: opts.nodeName, uid: view.node.metadata?.uid ?? '' }, config.useNodeNameOnly);
+  const pvCache = new PVCache({ informer: staticInformer(view.pvs), provisionerName: name, useNodeNameOnly: config.useNodeNameOnly, nodeName: opts.nodeName });
+  const discoverer = new Discoverer({
+    config,
+    node: view.node,
+    provisionerName: name,
+    kube: recordingPort(created),
+    pvCache,
+    storageClasses: staticInformer(view.storageClasses),
+    cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
+    recorder,
+    metrics: new Metrics({ defaultMetrics: false }),
+    logger,
+  });
+  const result = await discoverer.discover();
+  pvCache.close();
+
+  const header = [
+    `# local-volume-provisioner --dry-run: node ${opts.nodeName}, config ${opts.configDir} (hash ${loaded.result.hash.slice(0, 12)})`,
+    `# ${created.length} PersistentVolume(s) would be created; nothing was written to any cluster.`,
+    ...view.assumptions.map((a) => `# assumed: ${a}`),
+    ...[...result.errors, ...result.warnings].map((p) => `# skipped: ${p}`),
+  ];
+  out(`${header.join('\n')}\n`);
+  for (const pv of created) out(`---\n${stringify({ apiVersion: 'v1', kind: 'PersistentVolume', ...pv })}`);
+  return 0;
+}
