@@ -1,0 +1,432 @@
+// One discovery pass: scan every class's mountDir, and create a PV for each
+// new mount point / block device (the Go provisioner's DiscoverLocalVolumes).
+//
+// Differences from the Go provisioner, on purpose:
+// - Classes are visited in sorted order and entries in name order (deterministic).
+// - A class whose StorageClass is missing or has an unsupported reclaim policy is
+//   skipped with an error and a Warning Event on the Node; the other classes keep working.
+// - A stray regular file, a broken symlink and a directory that is not a mount
+//   point are skipped with a Warning Event (`VolumeNotDiscovered`) and a log
+//   line, but do not make the pod unready: they are not volumes, and upstream's
+//   "never ready because of a stray file" helps nobody. Errors that mean a real
+//   volume could not be provisioned (capacity, API, misconfiguration) still do.
+// - A missing discovery directory (ENOENT) means "no volumes yet" (as in the Go
+//   provisioner's NoDir test: no PVs); it is logged and reported with one
+//   Warning Event, and does not affect readiness. Any other read error does.
+// - Every Event is emitted only when the problem for that class/path appears
+//   or changes, so a steady state costs 0 API requests per pass.
+// - A created PV is put into the cache at once (noteCreated), so the next pass
+//   cannot create it twice; an AlreadyExists answer is skipped quietly, and a
+//   failed create is retried with a per-PV backoff instead of on every pass.
+// - The mount table is /proc/self/mountinfo with escapes decoded, read at most
+//   once per pass and only when a new filesystem entry needs the check.
+// - The capacity gauge is set once per pass to the sum, over all classes, of the
+//   volumes whose PV this pass created (per detected mode), not "last class wins".
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1Node, V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { PVCache } from '../cache/pv-cache.ts';
+import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
+import type { EventRecorder, ObjectRef } from '../kube/events.ts';
+import { pvRef } from '../kube/events.ts';
+import type { Store } from '../kube/informer.ts';
+import { isAlreadyExists, type KubePort } from '../kube/port.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
+import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
+import { silentLogger } from '../util/log.ts';
+import { roundDownCapacityPretty } from './capacity.ts';
+import { DEFAULT_MOUNTINFO_PATH, readMountPoints } from './mountinfo.ts';
+import { generatePVName } from './naming.ts';
+import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from './pv-spec.ts';
+import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from './volume.ts';
+
+/** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
+export interface CleanupTracker {
+  inProgress(pvName: string, useJob: boolean): boolean;
+  removeStatus(pvName: string, useJob: boolean): void | Promise<void>;
+}
+
+export interface DiscovererOptions {
+  readonly config: ProvisionerConfig;
+  readonly node: V1Node;
+  readonly provisionerName: string;
+  readonly kube: KubePort;
+  readonly pvCache: PVCache;
+  readonly storageClasses: Store<V1StorageClass>;
+  readonly cleanupTracker: CleanupTracker;
+  readonly recorder: EventRecorder;
+  readonly metrics: Metrics;
+  readonly logger?: Logger | undefined;
+  /** Default /proc/self/mountinfo. */
+  readonly mountInfoPath?: string | undefined;
+  /** Aborting stops the pass at the next safe point (between volumes). */
+  readonly signal?: AbortSignal | undefined;
+  /** sysfs root for block device sizes (default /sys). */
+  readonly sysRoot?: string | undefined;
+  /** Backoff between create attempts for one PV name after a failure (default 10 s .. 5 min). */
+  readonly createBackoff?: BackoffOptions | undefined;
+  readonly now?: (() => number) | undefined;
+}
+
+export interface DiscoveryResult {
+  /** True when no error happened in this pass (warnings do not count). */
+  readonly ready: boolean;
+  /** Names of the PVs created in this pass. */
+  readonly created: string[];
+  /** Problems that make the pass unsuccessful (readiness false). */
+  readonly errors: string[];
+  /** Entries skipped for a reason that does not affect readiness (stray files, unmounted dirs, missing dirs). */
+  readonly warnings: string[];
+}
+
+export const REASON_STORAGE_CLASS = 'StorageClassMissing';
+export const REASON_NOT_DISCOVERED = 'VolumeNotDiscovered';
+export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
+export const REASON_MODE_MISMATCH = 'VolumeFailedDelete';
+
+const DEFAULT_CREATE_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 5 * 60_000, factor: 2, jitter: 0.1 };
+
+/** Per-pass state. */
+interface Pass {
+  readonly created: string[];
+  readonly errors: string[];
+  readonly warnings: string[];
+  /** Problem keys seen in this pass (for Event de-duplication): "<class>" or "<class>\0<path or what>". */
+  readonly problems: Set<string>;
+  /** PV names of the entries looked at in this pass. */
+  readonly seen: Set<string>;
+  readonly capacity: Record<VolumeMode, bigint>;
+  mountPoints?: Promise<Set<string>>;
+}
+
+/** Everything about one candidate entry. */
+interface Entry {
+  readonly className: string;
+  readonly cls: ClassConfig;
+  readonly name: string;
+  readonly filePath: string;
+  readonly hostPath: string;
+  readonly pvName: string;
+  readonly reclaimPolicy: string;
+  readonly mountOptions: readonly string[] | undefined;
+  readonly start: number;
+}
+
+type Setup = {
+  readonly labels: Record<string, string>;
+  readonly hostnameTerm: V1NodeSelectorTerm;
+  readonly ownerReference: V1OwnerReference;
+};
+
+export class Discoverer {
+  readonly #o: DiscovererOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #nodeRef: ObjectRef;
+  readonly #nodeName: string;
+  readonly #setup: Setup | { readonly error: string };
+  /** Last reported problem per key (class or class+path): its message. */
+  readonly #reported = new Map<string, string>();
+  readonly #createBackoff: KeyedBackoff;
+  /** Last create error per PV name while it is backed off. */
+  readonly #createErrors = new Map<string, string>();
+  #running: Promise<DiscoveryResult> | undefined;
+
+  constructor(opts: DiscovererOptions) {
+    this.#o = opts;
+    this.#log = opts.logger ?? silentLogger;
+    this.#now = opts.now ?? Date.now;
+    this.#createBackoff = new KeyedBackoff(opts.createBackoff ?? DEFAULT_CREATE_BACKOFF, this.#now);
+    const meta = opts.node.metadata ?? {};
+    this.#nodeName = meta.name ?? '';
+    this.#nodeRef = { kind: 'Node', apiVersion: 'v1', name: this.#nodeName, uid: meta.uid };
+    // The Go provisioner exits when this fails; we report it on every pass instead.
+    try {
+      this.#setup = {
+        labels: buildPVLabels(opts.node, opts.config),
+        hostnameTerm: nodeHostnameTerm(opts.node),
+        ownerReference: nodeOwnerReference(opts.node),
+      };
+    } catch (err) {
+      this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errText(err)}` };
+    }
+  }
+
+  /** Runs one pass; a call while a pass is running returns that pass's result. */
+  discover(): Promise<DiscoveryResult> {
+    this.#running ??= this.#discover().finally(() => {
+      this.#running = undefined;
+    });
+    return this.#running;
+  }
+
+  async #discover(): Promise<DiscoveryResult> {
+    const pass: Pass = {
+      created: [],
+      errors: [],
+      warnings: [],
+      problems: new Set(),
+      seen: new Set(),
+      capacity: { Filesystem: 0n, Block: 0n },
+    };
+    if ('error' in this.#setup) {
+      this.#problem(pass, '', 'error', REASON_DISCOVERY_FAILED, this.#setup.error);
+      this.#finish(pass, false);
+      return result(pass);
+    }
+    const setup = this.#setup;
+    let completed = true;
+    for (const className of Object.keys(this.#o.config.storageClassMap).sort()) {
+      const cls = this.#o.config.storageClassMap[className];
+      if (!cls) continue;
+      if (!(await this.#discoverClass(pass, setup, className, cls))) {
+        completed = false;
+        break;
+      }
+    }
+    this.#finish(pass, completed);
+    if (pass.errors.length > 0) {
+      this.#log.error({ errors: pass.errors }, `Failed to discover local volumes: ${pass.errors.length} error(s) while discovering volumes`);
+    }
+    return { ...result(pass), ready: completed && pass.errors.length === 0 };
+  }
+
+  /** Returns false when the pass was aborted. */
+  async #discoverClass(pass: Pass, setup: Setup, className: string, cls: ClassConfig): Promise<boolean> {
+    const sc = this.#o.storageClasses.get(className);
+    if (!sc) {
+      const msg = `failed to get ReclaimPolicy from storage class ${JSON.stringify(className)}: storageclass.storage.k8s.io ${JSON.stringify(className)} not found; volumes of this class are not discovered`;
+      this.#problem(pass, className, 'error', REASON_STORAGE_CLASS, msg);
+      return true;
+    }
+    const reclaimPolicy = sc.reclaimPolicy ?? 'Delete';
+    if (reclaimPolicy !== 'Delete' && reclaimPolicy !== 'Retain') {
+      const msg = `unsupported ReclaimPolicy ${JSON.stringify(reclaimPolicy)} from storage class ${JSON.stringify(className)}, supported policy are Retain and Delete`;
+      this.#problem(pass, className, 'error', REASON_STORAGE_CLASS, msg);
+      return true;
+    }
+    const bad = cls.namePattern
+      .split(',')
+      .filter((p) => p !== '')
+      .map(globSyntaxError)
+      .find((e) => e !== undefined);
+    if (bad) {
+      const msg = `storage class ${JSON.stringify(className)}: namePattern ${JSON.stringify(cls.namePattern)}: ${bad}`;
+      this.#problem(pass, className, 'error', REASON_DISCOVERY_FAILED, msg);
+      return true;
+    }
+
+    let names: string[];
+    try {
+      names = (await readdir(cls.mountDir)).sort();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const msg = `storage class ${JSON.stringify(className)}: error reading directory ${JSON.stringify(cls.mountDir)}: ${describeFsError(err)}`;
+      this.#problem(pass, className, code === 'ENOENT' ? 'warning' : 'error', REASON_DISCOVERY_FAILED, msg);
+      return true;
+    }
+
+    for (const name of names) {
+      if (this.#o.signal?.aborted) return false;
+      if (!matchesNamePattern(cls.namePattern, name)) continue;
+      await this.#discoverEntry(pass, setup, {
+        className,
+        cls,
+        name,
+        filePath: join(cls.mountDir, name),
+        hostPath: join(cls.hostDir, name),
+        pvName: generatePVName(name, this.#nodeName, className),
+        reclaimPolicy,
+        mountOptions: sc.mountOptions,
+        start: this.#now(),
+      });
+    }
+    return !this.#o.signal?.aborted;
+  }
+
+  async #discoverEntry(pass: Pass, setup: Setup, e: Entry): Promise<void> {
+    const key = `${e.className}\0${e.filePath}`;
+    pass.seen.add(e.pvName);
+    let mode: VolumeMode;
+    try {
+      mode = await detectVolumeMode(e.filePath);
+    } catch (err) {
+      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err));
+      return;
+    }
+
+    const cached = this.#o.pvCache.get(e.pvName);
+    if (cached) {
+      if (cached.spec?.volumeMode === 'Block' && mode === 'Filesystem') {
+        const msg = `incorrect Volume Mode: PV ${JSON.stringify(e.pvName)} requires block mode but path ${JSON.stringify(e.filePath)} was in fs mode`;
+        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached));
+      }
+      return;
+    }
+
+    const users = this.#o.pvCache.lookupByPath(e.hostPath);
+    if (users.length > 0) {
+      const msg = `Volume path already in use: PV ${JSON.stringify(e.pvName)} wants path ${JSON.stringify(e.hostPath)} which was already found in ${users.map((p) => JSON.stringify(p.metadata?.name ?? '')).join(', ')}.`;
+      this.#problem(pass, key, 'log', '', msg);
+      return;
+    }
+
+    const useJob = mode === 'Block' && this.#o.config.useJobForCleaning;
+    if (this.#o.cleanupTracker.inProgress(e.pvName, useJob)) {
+      this.#log.info({ pv: e.pvName }, `PV ${e.pvName} is still being cleaned, not going to recreate it`);
+      return;
+    }
+    try {
+      await this.#o.cleanupTracker.removeStatus(e.pvName, useJob);
+    } catch (err) {
+      this.#log.error({ pv: e.pvName, err: errText(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
+      return;
+    }
+
+    const capacity = await this.#capacity(pass, key, e, mode);
+    if (capacity === undefined) return;
+    await this.#create(pass, setup, key, e, mode, capacity);
+  }
+
+  /** Checks the entry can back a PV of the class's mode and measures it; undefined when it cannot. */
+  async #capacity(pass: Pass, key: string, e: Entry, mode: VolumeMode): Promise<bigint | undefined> {
+    try {
+      if (mode === 'Block') {
+        if (e.cls.volumeMode === 'Block' && e.mountOptions && e.mountOptions.length > 0) {
+          this.#log.warn(
+            { pv: e.pvName, class: e.className },
+            `Path ${JSON.stringify(e.filePath)} will be used to create block volume, mount options ${JSON.stringify(e.mountOptions)} will not take effect.`,
+          );
+        }
+        return await blockDeviceCapacity(e.filePath, { sysRoot: this.#o.sysRoot });
+      }
+      if (e.cls.volumeMode === 'Block') {
+        const msg = `path ${JSON.stringify(e.filePath)} of filesystem mode cannot be used to create block volume`;
+        this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg);
+        return undefined;
+      }
+      const mountInfoPath = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+      pass.mountPoints ??= readMountPoints(mountInfoPath, {
+        onMalformed: (n) => this.#log.warn({ path: mountInfoPath }, `skipped ${n} malformed line(s) in ${mountInfoPath}`),
+      });
+      let mountPoints: Set<string>;
+      try {
+        mountPoints = await pass.mountPoints;
+      } catch (err) {
+        this.#problem(pass, `${e.className}\0mountinfo`, 'error', REASON_DISCOVERY_FAILED, `error retrieving mountpoints: ${describeFsError(err)}`);
+        return undefined;
+      }
+      if (!mountPoints.has(e.filePath)) {
+        const msg = `path ${JSON.stringify(e.filePath)} is not a valid mount point: mountPath=${JSON.stringify(e.filePath)} wasn't found in the ${mountInfoPath} file`;
+        this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg);
+        return undefined;
+      }
+      return await filesystemCapacity(e.filePath);
+    } catch (err) {
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err));
+      return undefined;
+    }
+  }
+
+  async #create(pass: Pass, setup: Setup, key: string, e: Entry, mode: VolumeMode, capacity: bigint): Promise<void> {
+    if (!this.#createBackoff.ready(e.pvName)) {
+      const last = this.#createErrors.get(e.pvName);
+      // A previous AlreadyExists is not an error: the PV exists, the cache has not (or will not) pick it up.
+      if (last !== undefined) this.#noteProblem(pass, key, 'error', last);
+      return;
+    }
+    const pv = buildLocalPV({
+      name: e.pvName,
+      provisionerName: this.#o.provisionerName,
+      labels: setup.labels,
+      hostnameTerm: setup.hostnameTerm,
+      ownerReference: setup.ownerReference,
+      config: this.#o.config,
+      className: e.className,
+      classConfig: e.cls,
+      hostPath: e.hostPath,
+      capacityBytes: capacity,
+      reclaimPolicy: e.reclaimPolicy,
+      mountOptions: e.mountOptions,
+    });
+    this.#log.info(
+      { pv: e.pvName, class: e.className },
+      `Found new volume at host path ${JSON.stringify(e.hostPath)} with capacity ${roundDownCapacityPretty(capacity)}, creating Local PV ${JSON.stringify(e.pvName)}, required volumeMode ${JSON.stringify(e.cls.volumeMode)}`,
+    );
+    let created: V1PersistentVolume;
+    try {
+      created = await this.#o.metrics.timePvRequest('create', () => this.#o.kube.createPersistentVolume(pv));
+    } catch (err) {
+      const delay = this.#createBackoff.failure(e.pvName);
+      if (isAlreadyExists(err)) {
+        this.#createErrors.delete(e.pvName);
+        this.#log.info(
+          { pv: e.pvName, retryInMs: delay },
+          `PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)} already exists; waiting for the cache to catch up`,
+        );
+        return;
+      }
+      const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errText(err)}`;
+      this.#createErrors.set(e.pvName, msg);
+      this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg);
+      return;
+    }
+    this.#createBackoff.forget(e.pvName);
+    this.#createErrors.delete(e.pvName);
+    this.#o.pvCache.noteCreated(created);
+    this.#log.info({ pv: e.pvName }, `Created PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}`);
+    pass.created.push(e.pvName);
+    pass.capacity[mode] += roundDownCapacityPretty(capacity);
+    this.#o.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
+    this.#o.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
+  }
+
+  /**
+   * Records a problem: into the pass's errors or warnings (or only the log),
+   * and as a Warning Event (on `ref`, default the Node) only when this key's
+   * message is new or changed.
+   */
+  #problem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', reason: string, msg: string, ref?: ObjectRef): void {
+    this.#noteProblem(pass, key, level, msg);
+    if (this.#reported.get(key) === msg) return;
+    this.#reported.set(key, msg);
+    if (level === 'log') {
+      this.#log.error(msg);
+      return;
+    }
+    if (level === 'error') this.#log.error(msg);
+    else this.#log.warn(msg);
+    this.#o.recorder.event(ref ?? this.#nodeRef, 'Warning', reason, msg);
+  }
+
+  #noteProblem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', msg: string): void {
+    pass.problems.add(key);
+    if (level === 'error') {
+      pass.errors.push(msg);
+      this.#o.metrics.discoveryErrors.inc({ class: key.split('\0')[0] ?? '' });
+    } else if (level === 'warning') {
+      pass.warnings.push(msg);
+    }
+  }
+
+  #finish(pass: Pass, completed: boolean): void {
+    this.#o.metrics.capacityBytes.set({ mode: 'Block' }, Number(pass.capacity.Block));
+    this.#o.metrics.capacityBytes.set({ mode: 'Filesystem' }, Number(pass.capacity.Filesystem));
+    // Forget problems that went away, so they are reported again if they come back.
+    // After an aborted pass we cannot tell, so keep them.
+    if (!completed) return;
+    for (const key of [...this.#reported.keys()]) if (!pass.problems.has(key)) this.#reported.delete(key);
+    this.#createBackoff.retain((name) => pass.seen.has(name) && !this.#o.pvCache.get(name));
+    for (const name of [...this.#createErrors.keys()]) if (!pass.seen.has(name)) this.#createErrors.delete(name);
+  }
+}
+
+function result(pass: Pass): DiscoveryResult {
+  return { ready: pass.errors.length === 0, created: pass.created, errors: pass.errors, warnings: pass.warnings };
+}
+
+function errText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,539 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
+import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
+import { formatQuantity, roundDownCapacityPretty } from '../../src/discovery/capacity.ts';
+import { Discoverer, type CleanupTracker, type DiscovererOptions } from '../../src/discovery/discoverer.ts';
+import { generatePVName } from '../../src/discovery/naming.ts';
+import { deviceNumbers, filesystemCapacity } from '../../src/discovery/volume.ts';
+import type { EventRecorder, EventType, ObjectRef } from '../../src/kube/events.ts';
+import type { Informer, Store } from '../../src/kube/informer.ts';
+import { KubeError } from '../../src/kube/port.ts';
+import { createInformer } from '../../src/kube/reflector.ts';
+import { Metrics } from '../../src/metrics/metrics.ts';
+import { FakeKube } from '../support/fake-kube.ts';
+
+const NODE: V1Node = {
+  metadata: {
+    name: 'test-node',
+    uid: 'node-uid-1',
+    labels: { 'kubernetes.io/hostname': 'test-node-host', zone: 'z1' },
+  },
+};
+const PROVISIONER = 'local-volume-provisioner-test-node-node-uid-1';
+
+class EventLog implements EventRecorder {
+  readonly events: { ref: ObjectRef; type: EventType; reason: string; message: string }[] = [];
+  event(ref: ObjectRef, type: EventType, reason: string, message: string): void {
+    this.events.push({ ref, type, reason, message });
+  }
+}
+
+class Tracker implements CleanupTracker {
+  readonly running = new Set<string>();
+  readonly calls: string[] = [];
+  inProgress(pvName: string, useJob: boolean): boolean {
+    this.calls.push(`inProgress ${pvName} ${useJob}`);
+    return this.running.has(pvName);
+  }
+  removeStatus(pvName: string, useJob: boolean): void {
+    this.calls.push(`removeStatus ${pvName} ${useJob}`);
+  }
+}
+
+class MapStore<T> implements Store<T> {
+  readonly m = new Map<string, T>();
+  get(key: string) {
+    return this.m.get(key);
+  }
+  list() {
+    return [...this.m.values()];
+  }
+}
+
+const sc = (name: string, extra: Partial<V1StorageClass> = {}): V1StorageClass => ({
+  metadata: { name },
+  provisioner: 'kubernetes.io/no-provisioner',
+  ...extra,
+});
+
+let root: string;
+let kube: FakeKube;
+let informer: Informer<V1PersistentVolume>;
+let cache: PVCache;
+let events: EventLog;
+let tracker: Tracker;
+let classes: MapStore<V1StorageClass>;
+let metrics: Metrics;
+let mountinfo: string;
+let now: number;
+
+function cls(name: string, over: Partial<ClassConfig> = {}): ClassConfig {
+  return {
+    hostDir: `/mnt/host/${name}`,
+    mountDir: join(root, name),
+    blockCleanerCommand: ['/scripts/quick_reset.sh'],
+    volumeMode: 'Filesystem',
+    namePattern: '*',
+    ...over,
+  };
+}
+
+function config(map: Record<string, ClassConfig>, over: Partial<ProvisionerConfig> = {}): ProvisionerConfig {
+  return {
+    storageClassMap: map,
+    nodeLabelsForPV: ['zone'],
+    useAlphaAPI: false,
+    useJobForCleaning: false,
+    jobTolerations: [],
+    minResyncPeriodMs: 300_000,
+    useNodeNameOnly: false,
+    labelsForPV: {},
+    setPVOwnerRef: false,
+    removeNodeNotReadyTaint: false,
+    provisionerNotReadyNodeTaintKey: '',
+    ...over,
+  };
+}
+
+function discoverer(cfg: ProvisionerConfig, over: Partial<DiscovererOptions> = {}): Discoverer {
+  return new Discoverer({
+    config: cfg,
+    node: NODE,
+    provisionerName: PROVISIONER,
+    kube,
+    pvCache: cache,
+    storageClasses: classes,
+    cleanupTracker: tracker,
+    recorder: events,
+    metrics,
+    mountInfoPath: mountinfo,
+    now: () => now,
+    ...over,
+  });
+}
+
+/** Writes the fake mount table with these mount points (plus /). */
+async function mounts(...paths: string[]): Promise<void> {
+  const lines = ['22 1 8:1 / / rw - ext4 /dev/sda1 rw'];
+  paths.forEach((p, i) => lines.push(`${100 + i} 22 0:${50 + i} / ${p.replace(/ /g, '\\040')} rw,relatime - tmpfs tmpfs rw`));
+  await writeFile(mountinfo, `${lines.join('\n')}\n`);
+}
+
+async function dirs(parent: string, ...names: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const n of names) {
+    await mkdir(join(parent, n), { recursive: true });
+    out.push(join(parent, n));
+  }
+  return out;
+}
+
+const pvs = () => kube.objects('persistentvolumes');
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'discoverer-'));
+  mountinfo = join(root, 'mountinfo');
+  await writeFile(mountinfo, '');
+  kube = new FakeKube();
+  informer = createInformer(kube, 'persistentvolumes', { filter: (pv) => pvOnThisNode(pv, { name: 'test-node', uid: 'node-uid-1' }) });
+  informer.start();
+  await informer.waitForSync();
+  cache = new PVCache({ informer, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+  events = new EventLog();
+  tracker = new Tracker();
+  classes = new MapStore();
+  classes.m.set('sc1', sc('sc1', { mountOptions: ['ro'] }));
+  classes.m.set('sc2', sc('sc2', { reclaimPolicy: 'Retain' }));
+  metrics = new Metrics({ defaultMetrics: false });
+  now = 1_000_000;
+});
+
+afterEach(async () => {
+  cache.close();
+  await informer.stop();
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('Discoverer', () => {
+  it('creates one PV per mount point, byte-identical names, then costs 0 requests on the next pass', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2', 'mount3');
+    await mounts(...paths);
+    const d = discoverer(config({ sc1: cls('sc1') }));
+
+    const r1 = await d.discover();
+    expect(r1).toMatchObject({ ready: true, errors: [], warnings: [] });
+    const names = ['mount1', 'mount2', 'mount3'].map((n) => generatePVName(n, 'test-node', 'sc1'));
+    expect(r1.created).toEqual(names);
+    expect(kube.count('create', 'persistentvolumes')).toBe(3);
+
+    const cap = formatQuantity(roundDownCapacityPretty(await filesystemCapacity(paths[0]!)));
+    const pv = kube.object('persistentvolumes', names[0]!)!;
+    expect(pv.metadata?.labels).toEqual({ zone: 'z1' });
+    expect(pv.metadata?.annotations).toEqual({ 'pv.kubernetes.io/provisioned-by': PROVISIONER });
+    expect(pv.spec).toMatchObject({
+      capacity: { storage: cap },
+      local: { path: '/mnt/host/sc1/mount1' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: 'sc1',
+      mountOptions: ['ro'],
+      volumeMode: 'Filesystem',
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['test-node-host'] }] },
+          ],
+        },
+      },
+    });
+    expect(tracker.calls).toContain(`removeStatus ${names[0]!} false`);
+    expect(tracker.calls.indexOf(`inProgress ${names[0]!} false`)).toBeLessThan(tracker.calls.indexOf(`removeStatus ${names[0]!} false`));
+
+    // Metrics: 3 discoveries and 3 create requests, capacity of this pass.
+    const total = await metrics.discoveryTotal.get();
+    expect(total.values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(3);
+    const reqs = await metrics.apiserverRequests.get();
+    expect(reqs.values.find((v) => v.labels.method === 'create')?.value).toBe(3);
+    const gauge = await metrics.capacityBytes.get();
+    expect(gauge.values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(3 * Number(roundDownCapacityPretty(await filesystemCapacity(paths[0]!))));
+
+    // Next pass straight away (the informer may not have delivered yet): nothing sent, nothing recorded.
+    const before = kube.requests.length;
+    const r2 = await d.discover();
+    expect(r2).toMatchObject({ ready: true, created: [], errors: [] });
+    expect(kube.requests.length).toBe(before);
+    expect(events.events).toEqual([]);
+
+    // Once the informer has them, still nothing.
+    await expect.poll(() => cache.pendingCount).toBe(0);
+    await d.discover();
+    expect(kube.requests.length).toBe(before);
+    expect((await metrics.capacityBytes.get()).values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(0);
+  });
+
+  it('does not create twice while the PV watch lags behind (noteCreated)', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(...paths);
+    // An informer whose watch never delivers anything.
+    const silent: Informer<V1PersistentVolume> = {
+      get: () => undefined,
+      list: () => [],
+      start: () => undefined,
+      stop: () => Promise.resolve(),
+      hasSynced: () => true,
+      waitForSync: () => Promise.resolve(),
+      on: () => () => undefined,
+    };
+    const lagging = new PVCache({ informer: silent, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+    const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: lagging });
+    expect((await d.discover()).created).toHaveLength(2);
+    const before = kube.requests.length;
+    const r2 = await d.discover();
+    expect(r2).toMatchObject({ ready: true, created: [], errors: [] });
+    expect(kube.requests.length).toBe(before);
+  });
+
+  it('picks up entries added later, and only those', async () => {
+    const [m1] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(m1!);
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    expect((await d.discover()).created).toEqual([generatePVName('mount1', 'test-node', 'sc1')]);
+    const [m2] = await dirs(join(root, 'sc1'), 'mount2');
+    await mounts(m1!, m2!);
+    expect((await d.discover()).created).toEqual([generatePVName('mount2', 'test-node', 'sc1')]);
+    expect(pvs()).toHaveLength(2);
+  });
+
+  it('a mount point with a space in its name is found (escaped in mountinfo)', async () => {
+    const [p] = await dirs(join(root, 'sc1'), 'my disk');
+    await mounts(p!);
+    const r = await discoverer(config({ sc1: cls('sc1') })).discover();
+    expect(r.created).toEqual([generatePVName('my disk', 'test-node', 'sc1')]);
+  });
+
+  it('stray file, broken symlink and unmounted dir: one Event each, no PV, still ready, then silent', async () => {
+    const dir = join(root, 'sc1');
+    const [good] = await dirs(dir, 'good', 'notmounted');
+    await writeFile(join(dir, 'stray.txt'), 'x');
+    await symlink(join(root, 'nowhere'), join(dir, 'broken'));
+    await mounts(good!);
+    const d = discoverer(config({ sc1: cls('sc1') }));
+
+    const r1 = await d.discover();
+    expect(r1.ready).toBe(true);
+    expect(r1.created).toEqual([generatePVName('good', 'test-node', 'sc1')]);
+    expect(r1.warnings).toHaveLength(3);
+    expect(events.events).toHaveLength(3);
+    for (const e of events.events) {
+      expect(e).toMatchObject({ type: 'Warning', reason: 'VolumeNotDiscovered', ref: { kind: 'Node', name: 'test-node', uid: 'node-uid-1' } });
+    }
+    const messages = events.events.map((e) => e.message);
+    expect(messages.some((m) => m.includes(`path "${join(dir, 'notmounted')}" is not a valid mount point`))).toBe(true);
+    expect(messages.some((m) => m.includes(`Skipping file "${join(dir, 'stray.txt')}": not a directory nor block device`))).toBe(true);
+    expect(messages.some((m) => m.startsWith(`Directory check for "${join(dir, 'broken')}" failed`))).toBe(true);
+
+    const before = kube.requests.length;
+    const r2 = await d.discover();
+    expect(r2.warnings).toHaveLength(3);
+    expect(events.events).toHaveLength(3);
+    expect(kube.requests.length).toBe(before);
+
+    // Fixed, then broken again: reported again.
+    await rm(join(dir, 'stray.txt'));
+    await d.discover();
+    await writeFile(join(dir, 'stray.txt'), 'x');
+    await d.discover();
+    expect(events.events).toHaveLength(4);
+  });
+
+  it('a missing StorageClass skips that class with an Event; the other class still works', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    const [b] = await dirs(join(root, 'gone'), 'mount1');
+    await mounts(a!, b!);
+    const d = discoverer(config({ sc1: cls('sc1'), gone: cls('gone') }));
+    const r = await d.discover();
+    expect(r.ready).toBe(false);
+    expect(r.created).toEqual([generatePVName('mount1', 'test-node', 'sc1')]);
+    expect(r.errors).toHaveLength(1);
+    expect(r.errors[0]).toContain('storage class "gone"');
+    expect(events.events).toEqual([
+      expect.objectContaining({ type: 'Warning', reason: 'StorageClassMissing', message: expect.stringContaining('"gone"') }),
+    ]);
+    expect((await metrics.discoveryErrors.get()).values.find((v) => v.labels.class === 'gone')?.value).toBe(1);
+
+    await d.discover();
+    expect(events.events).toHaveLength(1);
+
+    // The StorageClass appears: the class is discovered on the next pass.
+    classes.m.set('gone', sc('gone'));
+    const r3 = await d.discover();
+    expect(r3).toMatchObject({ ready: true, created: [generatePVName('mount1', 'test-node', 'gone')] });
+  });
+
+  it('an unsupported reclaim policy skips the class with an Event', async () => {
+    classes.m.set('sc1', sc('sc1', { reclaimPolicy: 'Recycle' }));
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    const r = await discoverer(config({ sc1: cls('sc1') })).discover();
+    expect(r.ready).toBe(false);
+    expect(r.errors).toEqual([
+      'unsupported ReclaimPolicy "Recycle" from storage class "sc1", supported policy are Retain and Delete',
+    ]);
+    expect(pvs()).toHaveLength(0);
+    expect(events.events).toHaveLength(1);
+  });
+
+  it('skips a PV whose cleanup is in progress', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(...paths);
+    const busy = generatePVName('mount2', 'test-node', 'sc1');
+    tracker.running.add(busy);
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, created: [generatePVName('mount1', 'test-node', 'sc1')] });
+    expect(tracker.calls).not.toContain(`removeStatus ${busy} false`);
+    tracker.running.delete(busy);
+    expect((await d.discover()).created).toEqual([busy]);
+  });
+
+  it('skips an entry whose path is already used by a cached PV', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(...paths);
+    kube.put('persistentvolumes', {
+      metadata: { name: 'other-pv', annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
+      spec: { local: { path: '/mnt/host/sc1/mount1' }, storageClassName: 'sc2' },
+    });
+    await expect.poll(() => cache.get('other-pv')).toBeDefined();
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, created: [generatePVName('mount2', 'test-node', 'sc1')], errors: [] });
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    expect(events.events).toEqual([]);
+  });
+
+  it('applies namePattern (comma-separated globs)', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'nvme0', 'nvme1', 'sda', 'sdb', 'other');
+    await mounts(...paths);
+    const r = await discoverer(config({ sc1: cls('sc1', { namePattern: 'nvme*,sdb' }) })).discover();
+    expect(r.created).toEqual(['nvme0', 'nvme1', 'sdb'].map((n) => generatePVName(n, 'test-node', 'sc1')));
+  });
+
+  it('a malformed namePattern is an error for that class only', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    const [b] = await dirs(join(root, 'sc2'), 'mount1');
+    await mounts(a!, b!);
+    const r = await discoverer(config({ sc1: cls('sc1', { namePattern: 'mount[' }), sc2: cls('sc2') })).discover();
+    expect(r.ready).toBe(false);
+    expect(r.errors[0]).toContain('syntax error in pattern');
+    expect(r.created).toEqual([generatePVName('mount1', 'test-node', 'sc2')]);
+  });
+
+  it('a missing discovery dir means no volumes (warning, still ready); an unreadable one is an error', async () => {
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, created: [], errors: [] });
+    expect(r.warnings[0]).toContain(`error reading directory "${join(root, 'sc1')}"`);
+    await writeFile(join(root, 'sc1'), 'not a dir');
+    const r2 = await d.discover();
+    expect(r2.ready).toBe(false);
+    expect(r2.errors[0]).toContain('not a directory');
+  });
+
+  it('a failed create is an error, retried after a backoff instead of every pass', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    kube.failNext('create', 'persistentvolumes', new KubeError(500, 'InternalError', 'etcd is sad'));
+    const d = discoverer(config({ sc1: cls('sc1') }), { createBackoff: { initialMs: 10_000, maxMs: 60_000, jitter: 0 } });
+    const name = generatePVName('mount1', 'test-node', 'sc1');
+    const r1 = await d.discover();
+    expect(r1.ready).toBe(false);
+    expect(r1.errors).toEqual([`error creating PV "${name}" for volume at "/mnt/host/sc1/mount1": etcd is sad`]);
+    expect(events.events.map((e) => e.reason)).toEqual(['DiscoveryFailed']);
+    expect((await metrics.apiserverRequestsFailed.get()).values[0]?.value).toBe(1);
+
+    now += 5_000;
+    const r2 = await d.discover();
+    expect(r2.ready).toBe(false);
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    expect(events.events).toHaveLength(1);
+
+    now += 6_000;
+    const r3 = await d.discover();
+    expect(r3).toMatchObject({ ready: true, created: [name] });
+    expect(kube.count('create', 'persistentvolumes')).toBe(2);
+  });
+
+  it('AlreadyExists (a PV of that name not in our cache) is skipped quietly and not re-sent every pass', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    const name = generatePVName('mount1', 'test-node', 'sc1');
+    kube.put('persistentvolumes', { metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': 'someone-else' } }, spec: {} });
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, created: [], errors: [] });
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    await d.discover();
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    expect(events.events).toEqual([]);
+  });
+
+  it('a directory under a Block class is an error, once as an Event', async () => {
+    const [a] = await dirs(join(root, 'sc2'), 'dir1');
+    await mounts(a!);
+    const d = discoverer(config({ sc2: cls('sc2', { volumeMode: 'Block' }) }));
+    const r = await d.discover();
+    expect(r.ready).toBe(false);
+    expect(r.errors).toEqual([`path "${a!}" of filesystem mode cannot be used to create block volume`]);
+    await d.discover();
+    expect(events.events).toHaveLength(1);
+    expect(pvs()).toHaveLength(0);
+  });
+
+  it('reports a cached Block PV whose path is now a directory, on the PV', async () => {
+    const [a] = await dirs(join(root, 'sc2'), 'dev1');
+    await mounts(a!);
+    const name = generatePVName('dev1', 'test-node', 'sc2');
+    kube.put('persistentvolumes', {
+      metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
+      spec: { local: { path: '/mnt/host/sc2/dev1' }, volumeMode: 'Block', storageClassName: 'sc2' },
+    });
+    await expect.poll(() => cache.get(name)).toBeDefined();
+    const r = await discoverer(config({ sc2: cls('sc2', { volumeMode: 'Block' }) })).discover();
+    expect(r.errors).toEqual([`incorrect Volume Mode: PV "${name}" requires block mode but path "${a!}" was in fs mode`]);
+    expect(events.events).toEqual([
+      expect.objectContaining({ reason: 'VolumeFailedDelete', ref: expect.objectContaining({ kind: 'PersistentVolume', name }) }),
+    ]);
+  });
+
+  const loop = ['/dev/loop0', '/dev/loop1'].find((p) => existsSync(p));
+  it.skipIf(!loop)('a block device (symlink) becomes a Block PV sized from sysfs; under a Filesystem class it is allowed', async () => {
+    const dev = loop!;
+    const { major, minor } = deviceNumbers((await stat(dev, { bigint: true })).rdev);
+    const sys = join(root, 'sys');
+    await mkdir(join(sys, 'dev', 'block', `${major}:${minor}`), { recursive: true });
+    await writeFile(join(sys, 'dev', 'block', `${major}:${minor}`, 'size'), `${(20 * 1024 * 1024) / 512}\n`);
+    await mkdir(join(root, 'blk'));
+    await mkdir(join(root, 'fsblk'));
+    await symlink(dev, join(root, 'blk', 'disk1'));
+    await symlink(dev, join(root, 'fsblk', 'disk2'));
+    classes.m.set('blk', sc('blk', { mountOptions: ['discard'] }));
+    classes.m.set('fsblk', sc('fsblk'));
+    const d = discoverer(
+      config(
+        { blk: cls('blk', { volumeMode: 'Block' }), fsblk: cls('fsblk', { fsType: 'ext4' }) },
+        { useJobForCleaning: true },
+      ),
+      { sysRoot: sys },
+    );
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, errors: [] });
+    const blockPV = kube.object('persistentvolumes', generatePVName('disk1', 'test-node', 'blk'))!;
+    expect(blockPV.spec).toMatchObject({ capacity: { storage: '20Mi' }, volumeMode: 'Block', local: { path: '/mnt/host/blk/disk1' } });
+    const fsPV = kube.object('persistentvolumes', generatePVName('disk2', 'test-node', 'fsblk'))!;
+    expect(fsPV.spec).toMatchObject({ volumeMode: 'Filesystem', local: { path: '/mnt/host/fsblk/disk2', fsType: 'ext4' } });
+    // Job cleaning applies to block devices only.
+    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk1', 'test-node', 'blk')} true`);
+    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk2', 'test-node', 'fsblk')} true`);
+    expect((await metrics.capacityBytes.get()).values.find((v) => v.labels.mode === 'Block')?.value).toBe(2 * 20 * 1024 * 1024);
+  });
+
+  it('owner reference and alpha annotation follow the config', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    await discoverer(config({ sc1: cls('sc1') }, { setPVOwnerRef: true, useAlphaAPI: true })).discover();
+    const pv = pvs()[0]!;
+    expect(pv.metadata?.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Node', name: 'test-node', uid: 'node-uid-1' }]);
+    expect(pv.metadata?.annotations?.['volume.alpha.kubernetes.io/node-affinity']).toContain('test-node-host');
+    expect(pv.spec?.nodeAffinity).toBeUndefined();
+  });
+
+  it('a node without the hostname label is reported on every pass, never thrown', async () => {
+    const d = discoverer(config({ sc1: cls('sc1') }), { node: { metadata: { name: 'n', uid: 'u', labels: {} } } });
+    const r = await d.discover();
+    expect(r.ready).toBe(false);
+    expect(r.errors[0]).toContain('Node does not have expected label kubernetes.io/hostname');
+    expect((await d.discover()).ready).toBe(false);
+    expect(events.events).toHaveLength(1);
+  });
+
+  it('stops between volumes when the signal aborts', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'a', 'b', 'c');
+    await mounts(...paths);
+    const ac = new AbortController();
+    let n = 0;
+    const d = discoverer(config({ sc1: cls('sc1') }), {
+      signal: ac.signal,
+      cleanupTracker: {
+        inProgress: () => false,
+        removeStatus: () => {
+          if (++n === 1) ac.abort();
+        },
+      },
+    });
+    const r = await d.discover();
+    expect(r.ready).toBe(false);
+    expect(r.created).toHaveLength(1);
+  });
+
+  it('concurrent discover() calls share one pass', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    const [r1, r2] = await Promise.all([d.discover(), d.discover()]);
+    expect(r1).toBe(r2);
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+  });
+
+  it('an unreadable mount table is an error for the classes that need it', async () => {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    expect(a).toBeDefined();
+    const r = await discoverer(config({ sc1: cls('sc1') }), { mountInfoPath: join(root, 'no-mountinfo') }).discover();
+    expect(r.ready).toBe(false);
+    expect(r.errors[0]).toMatch(/^error retrieving mountpoints: open .*no-mountinfo: no such file or directory$/);
+  });
+});
