@@ -92,7 +92,7 @@ function parseDur(name: string, v: string): number {
   try {
     ms = parseDuration(v);
   } catch (e) {
-    throw new Error(`invalid value for --${name}: ${(e as Error).message}`);
+    throw new Error(`invalid value for --${name}: ${(e as Error).message}`, { cause: e });
   }
   if (ms <= 0) throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: want a positive duration`);
   return ms;
