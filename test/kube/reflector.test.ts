@@ -238,7 +238,7 @@ describe('informer recovery', () => {
     const inf = make();
     inf.start();
     await settle();
-    fake.put('storageclasses', { metadata: { name: 'sc' } }); // bumps the global version only
+    fake.put('storageclasses', { metadata: { name: 'sc' }, provisioner: 'kubernetes.io/no-provisioner' }); // bumps the global version only
     fake.bookmark();
     const rv = fake.resourceVersion;
     const seen: string[] = [];
