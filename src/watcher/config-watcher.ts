@@ -145,7 +145,7 @@ export class ConfigWatcher {
     this.#pollTimer = undefined;
     if (this.#debounceTimer) clearTimeout(this.#debounceTimer);
     this.#debounceTimer = undefined;
-    this.#closeWatch();
+    const closed = this.#closeWatch();
     for (const s of this.#sleeps) {
       clearTimeout(s.timer);
       s.resolve();
@@ -153,6 +153,7 @@ export class ConfigWatcher {
     this.#sleeps.clear();
     await this.#queued;
     await this.#inflight;
+    await closed;
   }
 
   /**
@@ -274,16 +275,16 @@ export class ConfigWatcher {
     if (this.#stopped) return;
     if (ino === undefined) {
       // Directory gone: the inotify watch is dead; arm again when it is back.
-      this.#closeWatch();
+      void this.#closeWatch();
       return;
     }
     if (this.#fsWatcher && this.#watchedIno === ino) return;
-    this.#closeWatch();
+    void this.#closeWatch();
     try {
       const w = watch(this.#dir, { persistent: true }, () => this.#nudge());
       w.on('error', (err) => {
         this.#log.warn({ err, dir: this.#dir }, 'config directory watch failed; polling only until re-armed');
-        if (this.#fsWatcher === w) this.#closeWatch();
+        if (this.#fsWatcher === w) void this.#closeWatch();
       });
       this.#fsWatcher = w;
       this.#watchedIno = ino;
@@ -293,16 +294,24 @@ export class ConfigWatcher {
     }
   }
 
-  #closeWatch(): void {
+  /**
+   * Closes the fs watch. The returned promise resolves once libuv has released
+   * the handle: 'close' comes on nextTick, the handle goes in the close phase
+   * of the loop turn after a setImmediate, hence two of them.
+   */
+  #closeWatch(): Promise<void> {
     const w = this.#fsWatcher;
     this.#fsWatcher = undefined;
     this.#watchedIno = undefined;
-    if (w) {
-      try {
-        w.close();
-      } catch {
-        // already closed
-      }
+    if (!w) return Promise.resolve();
+    const closed = new Promise<void>((resolve) => w.once('close', () => resolve()));
+    try {
+      w.close();
+    } catch {
+      return Promise.resolve();
     }
+    return closed
+      .then(() => new Promise<void>((r) => setImmediate(r)))
+      .then(() => new Promise<void>((r) => setImmediate(r)));
   }
 }
