@@ -187,9 +187,8 @@ export class Discoverer {
       }
     }
     this.#finish(pass, completed);
-    if (pass.errors.length > 0) {
-      this.#log.error({ errors: pass.errors }, `Failed to discover local volumes: ${pass.errors.length} error(s) while discovering volumes`);
-    }
+    // Each problem was logged when it first appeared; the caller logs the pass summary
+    // ("Failed to discover local volumes") from the result.
     return { ...result(pass), ready: completed && pass.errors.length === 0 };
   }
 
