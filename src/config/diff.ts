@@ -3,7 +3,7 @@
 //   storageClassMap.fast.namePattern, labelsForPV, useJobForCleaning.
 // Removals count as changes (upstream never noticed them, §8.2).
 import { CLASS_KEYS, canonicalJson, TOP_LEVEL_KEYS } from './parse.ts';
-import type { ClassConfig, ProvisionerConfig } from './types.ts';
+import type { ProvisionerConfig } from './types.ts';
 
 type TopField = Exclude<keyof ProvisionerConfig, 'storageClassMap'>;
 
