@@ -25,12 +25,20 @@ export interface ProcEntry {
   readonly endTime?: number | undefined;
   /** The cleanup error, for Failed entries. */
   readonly error?: string | undefined;
+  /** What the caller noted at markRunning (e.g. volume mode and cleanup command, for metrics). */
+  readonly info?: CleanupInfo | undefined;
+}
+
+export interface CleanupInfo {
+  readonly mode?: string | undefined;
+  readonly command?: string | undefined;
 }
 
 export interface RemoveResult {
   readonly state: 'NotFound' | 'Succeeded' | 'Failed';
   readonly startTime?: number | undefined;
   readonly error?: string | undefined;
+  readonly info?: CleanupInfo | undefined;
   /** True when a finished entry of another UID (an older PV with the same name) was dropped. */
   readonly droppedStale?: boolean | undefined;
 }
@@ -49,12 +57,12 @@ export class ProcTable {
    * Records the start of a cleanup. Throws when the PV already has an entry,
    * except a finished entry of another UID (stale: its PV is gone), which is replaced.
    */
-  markRunning(pvName: string, uid = ''): void {
+  markRunning(pvName: string, uid = '', info?: CleanupInfo): void {
     const cur = this.#entries.get(pvName);
     if (cur && (cur.state === 'Running' || cur.uid === uid)) {
       throw new Error(`cannot mark cleanup of PV ${JSON.stringify(pvName)} running: it is already ${cur.state.toLowerCase()}`);
     }
-    this.#entries.set(pvName, { pvName, uid, state: 'Running', startTime: this.#now() });
+    this.#entries.set(pvName, { pvName, uid, state: 'Running', startTime: this.#now(), info });
   }
 
   markSucceeded(pvName: string, uid = ''): void {
@@ -101,7 +109,7 @@ export class ProcTable {
     }
     this.#entries.delete(pvName);
     if (uid !== undefined && cur.uid !== uid) return { state: 'NotFound', droppedStale: true };
-    return { state: cur.state, startTime: cur.startTime, error: cur.error };
+    return { state: cur.state, startTime: cur.startTime, error: cur.error, info: cur.info };
   }
 
   isEmpty(): boolean {

@@ -14,17 +14,22 @@ describe('ProcTable', () => {
     expect(pt.isRunning('pv1')).toBe(false);
     expect(pt.get('pv1')).toMatchObject({ state: 'Succeeded', startTime: 1000, endTime: 5000 });
     expect(pt.stats()).toEqual({ running: 0, succeeded: 1, failed: 0 });
-    expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'Succeeded', startTime: 1000, error: undefined });
+    expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'Succeeded', startTime: 1000, error: undefined, info: undefined });
     expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'NotFound' });
     expect(pt.isEmpty()).toBe(true);
   });
 
   it('keeps the error of a failed cleanup and counts it', () => {
     const pt = new ProcTable({ now: () => 7 });
-    pt.markRunning('pv1', 'u1');
+    pt.markRunning('pv1', 'u1', { mode: 'Block', command: '/scripts/shred.sh' });
     pt.markFailed('pv1', 'u1', 'exit code 3');
     expect(pt.stats()).toEqual({ running: 0, succeeded: 0, failed: 1 });
-    expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'Failed', startTime: 7, error: 'exit code 3' });
+    expect(pt.removeEntry('pv1', 'u1')).toEqual({
+      state: 'Failed',
+      startTime: 7,
+      error: 'exit code 3',
+      info: { mode: 'Block', command: '/scripts/shred.sh' },
+    });
   });
 
   it('refuses a second markRunning while an entry exists', () => {

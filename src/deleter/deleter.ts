@@ -1,0 +1,414 @@
+// The deleter: cleans Released PVs of this provisioner and deletes them so
+// discovery can offer the volume again. One per controller generation;
+// deletePVs() is called by the sync loop and never throws.
+//
+// Selection: phase Released, no deletionTimestamp, provisioned on this node,
+// reclaim policy Delete. Retain is ignored; Recycle and unknown policies get a
+// Warning event at most once per backoff window (upstream: every loop).
+//
+// Before ANY clean, the volume must still be the one the PV describes:
+// - spec.local.path is a direct child <hostDir>/<name> of its class's hostDir
+//   (the class comes from the current config, or for a class removed from the
+//   config its last known settings);
+// - <mountDir>/<name> exists and is a mount point (Filesystem) or a block
+//   device (Block; a PV with volumeMode Block never gets a directory cleaned).
+// Otherwise the volume has vanished: Warning event VolumeMissing and the
+// volume_missing metric, with backoff; nothing is cleaned and the PV is kept.
+//
+// A PV is deleted (UID precondition) only after a clean that succeeded for
+// that PV's UID: in-process cleans are tracked by the process-scope ProcTable,
+// Job cleans by the JobController (which deletes the PV itself). A failed clean
+// gives a VolumeFailedDelete event, delete_failed_total and
+// cleanup_retries_total, and is retried after an exponential backoff
+// (10 s .. 10 min). One PV is never cleaned twice at once: a running
+// in-process clean or an existing Job blocks any new clean of that PV name,
+// whatever useJobForCleaning says now (upstream #465, mode switches).
+// In-process cleans run at most `maxConcurrentCleans` at a time (default 4).
+// They outlive the generation: stop() does not abort them; the next
+// generation's deleter finds their result in the ProcTable.
+import { stat } from 'node:fs/promises';
+import { posix } from 'node:path';
+import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
+import { pvOnThisNode } from '../cache/pv-cache.ts';
+import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
+import { readMountPoints } from '../discovery/mountinfo.ts';
+import { pvRef, type EventRecorder, type EventType } from '../kube/events.ts';
+import type { Store } from '../kube/informer.ts';
+import { isAlreadyExists, isConflict, isNotFound, type KubePort } from '../kube/port.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
+import { silentLogger, type Logger } from '../util/log.ts';
+import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanResult, type FilesystemCleanOptions } from './cleaner.ts';
+import {
+  errorMessage,
+  recordDeleted,
+  REASON_DELETE,
+  REASON_FAILED_DELETE,
+  REASON_UNKNOWN_POLICY,
+  REASON_UNSUPPORTED_POLICY,
+  REASON_VOLUME_MISSING,
+  type CleanupType,
+  type ModeLabel,
+} from './common.ts';
+import { buildCleanupJob } from './job.ts';
+import type { JobStatus } from './jobcontroller.ts';
+import type { ProcTable } from './proctable.ts';
+
+/** What the deleter needs of the job controller. */
+export interface JobTracker {
+  status(pvName: string, uid?: string): JobStatus;
+}
+
+export const DEFAULT_RETRY_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 10 * 60_000, factor: 2, jitter: 0.1 };
+export const DEFAULT_WARN_BACKOFF: BackoffOptions = { initialMs: 60_000, maxMs: 60 * 60_000, factor: 2, jitter: 0 };
+export const DEFAULT_MAX_CONCURRENT_CLEANS = 4;
+
+export interface DeleterOptions {
+  readonly config: ProvisionerConfig;
+  /** The class's current settings, or the last known ones of a class removed from the config. */
+  readonly lookupClass: (className: string) => ClassConfig | undefined;
+  readonly node: V1Node;
+  readonly provisionerName: string;
+  /** MY_NAMESPACE (cleanup Jobs). */
+  readonly namespace: string;
+  /** JOB_CONTAINER_IMAGE (cleanup Jobs). */
+  readonly jobImage: string;
+  readonly kube: KubePort;
+  /** This node's PVs of this provisioner. */
+  readonly pvs: Store<V1PersistentVolume>;
+  readonly procTable: ProcTable;
+  readonly jobController?: JobTracker | undefined;
+  readonly recorder: EventRecorder;
+  readonly metrics: Metrics;
+  readonly logger?: Logger | undefined;
+  readonly now?: (() => number) | undefined;
+  /** Timeout of an in-process block clean (default 1 h). */
+  readonly cleanTimeoutMs?: number | undefined;
+  readonly maxConcurrentCleans?: number | undefined;
+  /** Called when an in-process clean finished (e.g. to run the sync loop early). */
+  readonly onChange?: (() => void) | undefined;
+  readonly mountInfoPath?: string | undefined;
+  /** Retry backoff after failed cleans/deletes; pass a process-scope one to keep it across reloads. */
+  readonly retryBackoff?: KeyedBackoff | undefined;
+  /** Window of repeated warnings (unsupported policy, vanished volume, unknown class). */
+  readonly warnBackoff?: BackoffOptions | undefined;
+  /** Aborts running in-process cleans (process shutdown). */
+  readonly signal?: AbortSignal | undefined;
+  /** Seams for tests. */
+  readonly readMountPoints?: (() => Promise<ReadonlySet<string>>) | undefined;
+  readonly cleanFilesystem?: ((path: string, opts: FilesystemCleanOptions) => Promise<CleanResult>) | undefined;
+  readonly cleanBlockDevice?: ((opts: BlockCleanOptions) => Promise<CleanResult>) | undefined;
+}
+
+interface Volume {
+  readonly pv: V1PersistentVolume;
+  readonly name: string;
+  readonly uid: string;
+  readonly className: string;
+  readonly cls: ClassConfig;
+  readonly containerPath: string;
+}
+
+/** Per-pass state: the mount table is read at most once per pass. */
+interface Pass {
+  mounts?: Promise<ReadonlySet<string>>;
+}
+
+const modeLabel = (m: string | undefined): ModeLabel => (m === 'Block' || m === 'Filesystem' ? m : 'unknown');
+
+export class Deleter {
+  readonly #o: DeleterOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #retry: KeyedBackoff;
+  readonly #warn: KeyedBackoff;
+  readonly #inflight = new Set<Promise<void>>();
+  #stopped = false;
+
+  constructor(opts: DeleterOptions) {
+    this.#o = opts;
+    this.#log = opts.logger ?? silentLogger;
+    this.#now = opts.now ?? Date.now;
+    this.#retry = opts.retryBackoff ?? new KeyedBackoff(DEFAULT_RETRY_BACKOFF, this.#now);
+    this.#warn = new KeyedBackoff(opts.warnBackoff ?? DEFAULT_WARN_BACKOFF, this.#now);
+  }
+
+  /** One pass over the Released PVs; never throws. */
+  async deletePVs(): Promise<void> {
+    if (this.#stopped) return;
+    const pass: Pass = {};
+    const live = new Set<string>();
+    for (const pv of this.#o.pvs.list()) {
+      if (this.#stopped) return;
+      const uid = pv.metadata?.uid ?? '';
+      live.add(uid);
+      try {
+        await this.#consider(pv, pass);
+      } catch (e) {
+        this.#log.error({ pv: pv.metadata?.name, err: errorMessage(e) }, 'unexpected error handling a released PV');
+      }
+    }
+    // Keep the backoff maps bounded: drop keys of PVs that are gone.
+    const keep = (k: string): boolean => live.has(k.split('/')[0] ?? '');
+    this.#retry.retain(keep);
+    this.#warn.retain(keep);
+  }
+
+  /** No new cleans after this; running in-process cleans go on (see the file comment). */
+  stop(): Promise<void> {
+    this.#stopped = true;
+    return Promise.resolve();
+  }
+
+  /** Resolves when the in-process cleans started by this deleter have finished. */
+  async idle(): Promise<void> {
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+  }
+
+  async #consider(pv: V1PersistentVolume, pass: Pass): Promise<void> {
+    if (pv.status?.phase !== 'Released' || pv.metadata?.deletionTimestamp) return;
+    const node = { name: this.#o.node.metadata?.name ?? '', uid: this.#o.node.metadata?.uid ?? '' };
+    if (!pvOnThisNode(pv, node)) return;
+    const policy = pv.spec?.persistentVolumeReclaimPolicy;
+    if (policy === 'Retain') {
+      this.#log.debug({ pv: pv.metadata?.name }, 'released PV has reclaim policy Retain; leaving it');
+      return;
+    }
+    if (policy === 'Recycle') {
+      this.#warnOnce(pv, 'Warning', REASON_UNSUPPORTED_POLICY, 'Volume has unsupported PersistentVolumeReclaimPolicy: Recycle');
+      return;
+    }
+    if (policy !== 'Delete') {
+      this.#warnOnce(pv, 'Warning', REASON_UNKNOWN_POLICY, 'Volume has unrecognized PersistentVolumeReclaimPolicy');
+      return;
+    }
+    const vol = this.#resolve(pv);
+    if (vol) await this.#deletePV(vol, pass);
+  }
+
+  /** Records an event (and runs `also`) at most once per warn-backoff window per PV and reason. */
+  #warnOnce(pv: V1PersistentVolume, type: EventType, reason: string, message: string, also?: () => void): void {
+    const key = `${pv.metadata?.uid ?? ''}/${reason}`;
+    if (!this.#warn.ready(key)) return;
+    this.#warn.failure(key);
+    this.#log.warn({ pv: pv.metadata?.name, reason }, message);
+    this.#o.recorder.event(pvRef(pv), type, reason, message);
+    also?.();
+  }
+
+  /** The class and container path of a PV, or undefined (after a warning) when it cannot be cleaned safely. */
+  #resolve(pv: V1PersistentVolume): Volume | undefined {
+    const name = pv.metadata?.name ?? '';
+    const fail = (msg: string): undefined => {
+      this.#warnOnce(pv, 'Warning', REASON_FAILED_DELETE, `Error cleaning PV ${JSON.stringify(name)}: ${msg}`, () =>
+        this.#o.metrics.deleteFailedTotal.inc({ mode: 'unknown', type: this.#useJob() ? 'job' : 'process' }),
+      );
+      return undefined;
+    };
+    const localPath = pv.spec?.local?.path;
+    if (!localPath) return fail('Unsupported volume type: only local volumes are cleaned');
+    const className = pv.spec?.storageClassName ?? '';
+    const cls = this.#o.lookupClass(className);
+    if (!cls) return fail(`Unknown storage class name ${className}`);
+    const entry = directChild(cls.hostDir, localPath);
+    if (entry === undefined) {
+      return fail(`refusing to clean: path ${JSON.stringify(localPath)} is not a direct child of hostDir ${JSON.stringify(cls.hostDir)} of class ${JSON.stringify(className)}`);
+    }
+    return { pv, name, uid: pv.metadata?.uid ?? '', className, cls, containerPath: posix.join(cls.mountDir, entry) };
+  }
+
+  #useJob(): boolean {
+    return this.#o.config.useJobForCleaning && this.#o.jobController !== undefined;
+  }
+
+  async #deletePV(v: Volume, pass: Pass): Promise<void> {
+    const pt = this.#o.procTable;
+    if (pt.isRunning(v.name)) return; // wait for it
+    const job = this.#o.jobController?.status(v.name, v.uid);
+    if (job && job.state !== 'NotFound') return; // a Job exists (the job controller finishes it) or is in backoff
+
+    const entry = pt.get(v.name);
+    if (entry && entry.uid !== v.uid) {
+      pt.removeEntry(v.name, v.uid); // a finished clean of an older PV with the same name: never reuse it (#174)
+      this.#log.warn({ pv: v.name, staleUid: entry.uid }, 'dropped the cleanup result of an older PV with the same name');
+    } else if (entry?.state === 'Succeeded') {
+      await this.#deleteAfterClean(v);
+      return;
+    } else if (entry?.state === 'Failed') {
+      const r = pt.removeEntry(v.name, v.uid);
+      this.#cleanFailed(v, modeLabel(r.info?.mode), 'process', r.error ?? 'cleanup failed');
+      return;
+    }
+
+    if (!this.#retry.ready(v.uid)) return;
+    const mode = await this.#checkVolume(v, pass);
+    if (!mode) return;
+    if (this.#useJob()) await this.#startJob(v, mode);
+    else await this.#startProcess(v, mode, pass);
+  }
+
+  /** Deletes the PV after its in-process clean succeeded; the entry is consumed only once the PV is gone. */
+  async #deleteAfterClean(v: Volume): Promise<void> {
+    if (!this.#retry.ready(v.uid)) return;
+    const entry = this.#o.procTable.get(v.name);
+    this.#log.info({ pv: v.name }, `Deleting pv ${v.name} after successful cleanup`);
+    try {
+      await this.#o.metrics.timePvRequest('delete', () => this.#o.kube.deletePersistentVolume(v.name, { uid: v.uid }));
+    } catch (e) {
+      if (isConflict(e)) {
+        this.#log.info({ pv: v.name }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
+        this.#o.procTable.removeEntry(v.name, v.uid);
+        return;
+      }
+      if (!isNotFound(e)) {
+        const delay = this.#retry.failure(v.uid);
+        this.#o.metrics.deleteFailedTotal.inc({ mode: modeLabel(entry?.info?.mode), type: 'process' });
+        this.#o.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(v.name)}: ${errorMessage(e)}; retrying in ${Math.round(delay / 1000)}s`);
+        return;
+      }
+    }
+    const r = this.#o.procTable.removeEntry(v.name, v.uid);
+    this.#retry.forget(v.uid);
+    recordDeleted(this.#o.metrics, {
+      mode: modeLabel(r.info?.mode),
+      type: 'process',
+      pv: v.pv,
+      command: r.info?.command ?? '',
+      startTime: r.startTime,
+      now: this.#now(),
+    });
+  }
+
+  #cleanFailed(v: Volume, mode: ModeLabel, type: CleanupType, error: string): void {
+    const delay = this.#retry.failure(v.uid);
+    this.#o.metrics.deleteFailedTotal.inc({ mode, type });
+    this.#o.metrics.cleanupRetries.inc({ type });
+    const msg = `Error cleaning PV ${JSON.stringify(v.name)}: ${error}; retrying in ${Math.round(delay / 1000)}s`;
+    this.#log.warn({ pv: v.name, retryInMs: delay }, msg);
+    this.#o.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, msg);
+  }
+
+  /** The detected mode of the volume path, or undefined (after a VolumeMissing warning) when it vanished. */
+  async #checkVolume(v: Volume, pass: Pass): Promise<VolumeMode | undefined> {
+    const missing = (why: string): undefined => {
+      this.#warnOnce(
+        v.pv,
+        'Warning',
+        REASON_VOLUME_MISSING,
+        `Volume of PV ${JSON.stringify(v.name)} is missing: ${why}. It is not cleaned and the PV is kept; delete the PV by hand if the volume is gone for good.`,
+        () => this.#o.metrics.volumeMissing.inc({ class: v.className }),
+      );
+      return undefined;
+    };
+    let st;
+    try {
+      st = await stat(v.containerPath);
+    } catch (e) {
+      return missing(`path ${JSON.stringify(v.containerPath)} cannot be read (${errorMessage(e)})`);
+    }
+    if (st.isBlockDevice()) return 'Block';
+    if (!st.isDirectory()) return missing(`path ${JSON.stringify(v.containerPath)} is neither a directory nor a block device`);
+    if (v.pv.spec?.volumeMode === 'Block') return missing(`path ${JSON.stringify(v.containerPath)} is a directory, not the block device of this Block PV`);
+    let mounts: ReadonlySet<string>;
+    try {
+      mounts = await this.#mounts(pass);
+    } catch (e) {
+      this.#log.warn({ err: errorMessage(e) }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
+      return undefined;
+    }
+    if (!mounts.has(v.containerPath)) return missing(`path ${JSON.stringify(v.containerPath)} is not a valid mount point`);
+    return 'Filesystem';
+  }
+
+  #mounts(pass: Pass): Promise<ReadonlySet<string>> {
+    pass.mounts ??= this.#o.readMountPoints ? this.#o.readMountPoints() : readMountPoints(this.#o.mountInfoPath);
+    return pass.mounts;
+  }
+
+  async #startJob(v: Volume, mode: VolumeMode): Promise<void> {
+    const job = buildCleanupJob({
+      pvName: v.name,
+      pvUid: v.uid,
+      nodeName: this.#o.node.metadata?.name ?? '',
+      namespace: this.#o.namespace,
+      image: this.#o.jobImage,
+      mode,
+      blockCleanerCommand: v.cls.blockCleanerCommand,
+      containerPath: v.containerPath,
+      hostDir: v.cls.hostDir,
+      mountDir: v.cls.mountDir,
+      tolerations: this.#o.config.jobTolerations,
+      startTime: new Date(this.#now()),
+    });
+    try {
+      await this.#o.kube.createJob(this.#o.namespace, job);
+      this.#log.info({ pv: v.name, job: job.metadata?.name, mode }, 'started cleanup job');
+    } catch (e) {
+      if (isAlreadyExists(e)) return; // the job informer has not seen it yet
+      this.#cleanFailed(v, mode, 'job', `cannot create cleanup job: ${errorMessage(e)}`);
+    }
+  }
+
+  async #startProcess(v: Volume, mode: VolumeMode, pass: Pass): Promise<void> {
+    const pt = this.#o.procTable;
+    const limit = this.#o.maxConcurrentCleans ?? DEFAULT_MAX_CONCURRENT_CLEANS;
+    if (pt.stats().running >= limit) {
+      this.#log.debug({ pv: v.name, limit }, 'cleanup limit reached; the PV waits for the next pass');
+      return;
+    }
+    // The cleanup_command label is blockCleanerCommand[0] for both modes, as in the Go provisioner.
+    const metricCommand = v.cls.blockCleanerCommand[0] ?? '';
+    let mounts: ReadonlySet<string> | undefined;
+    if (mode === 'Filesystem') mounts = await this.#mounts(pass);
+    pt.markRunning(v.name, v.uid, { mode, command: metricCommand });
+    if (mode === 'Block') {
+      this.#o.recorder.event(pvRef(v.pv), 'Normal', REASON_DELETE, `Starting cleanup of Block PV ${JSON.stringify(v.name)}, this may take a while`);
+    }
+    this.#log.info({ pv: v.name, mode, path: v.containerPath }, `Start cleanup for pv ${v.name}`);
+    const run = this.#runClean(v, mode, mounts).finally(() => this.#inflight.delete(run));
+    this.#inflight.add(run);
+  }
+
+  async #runClean(v: Volume, mode: VolumeMode, mounts: ReadonlySet<string> | undefined): Promise<void> {
+    let r: CleanResult;
+    try {
+      if (mode === 'Filesystem') {
+        const clean = this.#o.cleanFilesystem ?? cleanFilesystem;
+        r = await clean(v.containerPath, { mountPoints: mounts, signal: this.#o.signal });
+      } else {
+        const clean = this.#o.cleanBlockDevice ?? cleanBlockDevice;
+        r = await clean({
+          command: v.cls.blockCleanerCommand,
+          devicePath: v.containerPath,
+          timeoutMs: this.#o.cleanTimeoutMs,
+          signal: this.#o.signal,
+          onLine: (stream, line) => this.#log.info({ pv: v.name, stream }, `Cleanup pv ${JSON.stringify(v.name)}: ${line}`),
+        });
+      }
+    } catch (e) {
+      r = { ok: false, error: errorMessage(e), durationMs: 0, skipped: [], removed: 0, stdout: [], stderr: [] };
+    }
+    try {
+      if (r.ok) {
+        this.#o.procTable.markSucceeded(v.name, v.uid);
+        this.#log.info({ pv: v.name, durationMs: r.durationMs }, `Completed cleanup of pv ${JSON.stringify(v.name)}`);
+      } else {
+        this.#o.procTable.markFailed(v.name, v.uid, r.error);
+        this.#log.warn({ pv: v.name, err: r.error, durationMs: r.durationMs }, 'cleanup failed');
+      }
+    } catch (e) {
+      this.#log.error({ pv: v.name, err: errorMessage(e) }, 'cannot record the cleanup result');
+    }
+    if (!this.#stopped) this.#o.onChange?.();
+  }
+}
+
+/** The single path component of `path` directly below `dir`, or undefined (not a direct child, ".", ".."). */
+export function directChild(dir: string, path: string): string | undefined {
+  if (!dir.startsWith('/') || !path.startsWith('/')) return undefined;
+  const d = posix.normalize(dir).replace(/\/+$/, '') || '/';
+  const p = posix.normalize(path).replace(/\/+$/, '');
+  if (posix.dirname(p) !== d) return undefined;
+  const base = posix.basename(p);
+  return base === '' || base === '.' || base === '..' ? undefined : base;
+}

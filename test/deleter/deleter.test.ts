@@ -1,0 +1,510 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { V1Node } from '@kubernetes/client-node';
+import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
+import { Deleter, directChild, type DeleterOptions, type JobTracker } from '../../src/deleter/deleter.ts';
+import { ProcTable } from '../../src/deleter/proctable.ts';
+import { KubeError } from '../../src/kube/port.ts';
+import type { Metrics } from '../../src/metrics/metrics.ts';
+import { FakeKube } from '../support/fake-kube.ts';
+import { FakeRecorder, liveStore, makePV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
+
+const isRoot = process.getuid?.() === 0;
+
+let tmp: string;
+let mountDir: string;
+let counter: string;
+let fake: FakeKube;
+let recorder: FakeRecorder;
+let metrics: Metrics;
+let procTable: ProcTable;
+let now: number;
+let mounts: Set<string>;
+
+const node: V1Node = { metadata: { name: NODE, uid: 'node-uid' } };
+
+function classConfig(over: Partial<ClassConfig> = {}): ClassConfig {
+  return {
+    hostDir: '/mnt/disks',
+    mountDir,
+    blockCleanerCommand: ['bash', '-c', `echo "run $LOCAL_PV_BLKDEVICE" >> ${counter}`],
+    volumeMode: 'Filesystem',
+    namePattern: '*',
+    ...over,
+  };
+}
+
+function config(over: Partial<ProvisionerConfig> = {}, cls: ClassConfig = classConfig()): ProvisionerConfig {
+  return {
+    storageClassMap: { sc1: cls },
+    nodeLabelsForPV: [],
+    useAlphaAPI: false,
+    useJobForCleaning: false,
+    jobTolerations: [],
+    minResyncPeriodMs: 300_000,
+    useNodeNameOnly: false,
+    labelsForPV: {},
+    setPVOwnerRef: false,
+    removeNodeNotReadyTaint: false,
+    provisionerNotReadyNodeTaintKey: '',
+    ...over,
+  };
+}
+
+function makeDeleter(over: Partial<DeleterOptions> = {}): Deleter {
+  const cfg = over.config ?? config();
+  return new Deleter({
+    config: cfg,
+    lookupClass: (n) => cfg.storageClassMap[n],
+    node,
+    provisionerName: `local-volume-provisioner-${NODE}`,
+    namespace: NS,
+    jobImage: 'provisioner:test',
+    kube: fake,
+    pvs: liveStore(fake),
+    procTable,
+    recorder,
+    metrics,
+    now: () => now,
+    readMountPoints: () => Promise.resolve(mounts),
+    ...over,
+  });
+}
+
+async function pass(d: Deleter): Promise<void> {
+  await d.deletePVs();
+  await d.idle();
+}
+
+/** A filesystem volume at <mountDir>/<name> with some content, listed as a mount point. */
+function fsVolume(name: string, mounted = true): string {
+  const dir = join(mountDir, name);
+  mkdirSync(join(dir, 'sub'), { recursive: true });
+  writeFileSync(join(dir, 'sub', 'data'), 'old tenant data');
+  writeFileSync(join(dir, '.dot'), 'x');
+  if (mounted) mounts.add(dir);
+  return dir;
+}
+
+/** A block device node at <mountDir>/<name> (never opened: the test cleaner only echoes). */
+function blockVolume(name: string): string {
+  const p = join(mountDir, name);
+  execFileSync('mknod', [p, 'b', '7', '250']);
+  return p;
+}
+
+const runs = (): number => (existsSync(counter) ? readFileSync(counter, 'utf8').split('\n').filter(Boolean).length : 0);
+const pvExists = (name: string): boolean => fake.object('persistentvolumes', name) !== undefined;
+
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'lsp-deleter-'));
+  mountDir = join(tmp, 'discovery');
+  mkdirSync(mountDir);
+  counter = join(tmp, 'runs');
+  fake = new FakeKube();
+  recorder = new FakeRecorder();
+  metrics = newMetrics();
+  procTable = new ProcTable({ now: () => now });
+  now = Date.parse('2026-01-01T00:00:00Z');
+  mounts = new Set();
+});
+afterEach(() => {
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('Deleter selection', () => {
+  it('cleans and deletes only Released + Delete PVs of this provisioner', async () => {
+    const cases: Array<[string, Parameters<typeof makePV>[1]]> = [
+      ['pending', { phase: 'Pending' }],
+      ['available', { phase: 'Available' }],
+      ['bound', { phase: 'Bound' }],
+      ['released', { phase: 'Released' }],
+      ['failed', { phase: 'Failed' }],
+      ['retain', { phase: 'Released', policy: 'Retain' }],
+      ['terminating', { phase: 'Released', deleting: true }],
+      ['foreign', { phase: 'Released', provisioner: 'local-volume-provisioner-othernode' }],
+    ];
+    for (const [name, opts] of cases) {
+      fake.put('persistentvolumes', makePV(name, opts));
+      fsVolume(name);
+    }
+    const d = makeDeleter();
+    await pass(d); // cleans
+    expect(readdirSync(join(mountDir, 'released'))).toEqual([]);
+    expect(pvExists('released')).toBe(true);
+    await pass(d); // deletes
+    expect(fake.objects('persistentvolumes').map((p) => p.metadata?.name).sort()).toEqual(
+      cases.map(([n]) => n).filter((n) => n !== 'released').sort(),
+    );
+    for (const [name] of cases.filter(([n]) => n !== 'released')) {
+      expect(readdirSync(join(mountDir, name)).sort(), name).toEqual(['.dot', 'sub']);
+    }
+    expect(recorder.events).toEqual([]);
+    // a third pass changes nothing
+    const before = fake.requests.length;
+    await pass(d);
+    expect(fake.requests.length).toBe(before);
+    expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
+  });
+
+  it('does nothing without PVs', async () => {
+    await pass(makeDeleter());
+    expect(fake.requests).toEqual([]);
+  });
+
+  it('warns about Recycle and unknown policies at most once per backoff window', async () => {
+    fake.put('persistentvolumes', makePV('recycle', { policy: 'Recycle' }));
+    fake.put('persistentvolumes', makePV('bogus', { policy: 'Bogus' }));
+    fsVolume('recycle');
+    fsVolume('bogus');
+    const d = makeDeleter();
+    for (let i = 0; i < 5; i++) {
+      await pass(d);
+      now += 1000;
+    }
+    expect(recorder.events.map((e) => `${e.type} ${e.reason} ${e.message}`).sort()).toEqual([
+      'Warning VolumeUnknownReclaimPolicy Volume has unrecognized PersistentVolumeReclaimPolicy',
+      'Warning VolumeUnsupportedReclaimPolicy Volume has unsupported PersistentVolumeReclaimPolicy: Recycle',
+    ]);
+    now += 60_000;
+    await pass(d);
+    expect(recorder.events).toHaveLength(4);
+    expect(fake.count('delete')).toBe(0);
+    expect(readdirSync(join(mountDir, 'recycle'))).toHaveLength(2);
+  });
+});
+
+describe('Deleter filesystem volumes', () => {
+  it('removes the contents, keeps the directory, then deletes the PV with a UID precondition and counts it', async () => {
+    const pv = fake.put('persistentvolumes', makePV('pv1', { capacity: '600Gi' }));
+    const dir = fsVolume('pv1');
+    const d = makeDeleter();
+    await d.deletePVs();
+    expect(procTable.isRunning('pv1') || procTable.get('pv1')?.state === 'Succeeded').toBe(true);
+    await d.idle();
+    expect(existsSync(dir)).toBe(true);
+    expect(readdirSync(dir)).toEqual([]);
+    expect(procTable.get('pv1')).toMatchObject({ state: 'Succeeded', uid: pv.metadata?.uid });
+    now += 4000;
+    await pass(d);
+    expect(pvExists('pv1')).toBe(false);
+    expect(procTable.get('pv1')).toBeUndefined();
+    expect(procTable.stats()).toEqual({ running: 0, succeeded: 1, failed: 0 });
+    expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
+    const { values } = await metrics.deleteDuration.get();
+    const sum = values.find((v) => v.metricName?.endsWith('_sum'));
+    expect(sum?.labels).toMatchObject({ mode: 'Filesystem', type: 'process', capacity: '1000G', cleanup_command: 'bash' });
+    expect(sum?.value).toBe(4);
+    expect(await metricValue(metrics.apiserverRequests, { method: 'delete' })).toBe(1);
+  });
+
+  it('a vanished volume is never cleaned nor deleted: one VolumeMissing event and metric per backoff window', async () => {
+    fake.put('persistentvolumes', makePV('gone'));
+    fake.put('persistentvolumes', makePV('unmounted'));
+    const dir = fsVolume('unmounted', false); // a plain directory: the disk is not mounted there any more
+    const d = makeDeleter();
+    for (let i = 0; i < 6; i++) {
+      await pass(d);
+      now += 5000;
+    }
+    expect(pvExists('gone')).toBe(true);
+    expect(pvExists('unmounted')).toBe(true);
+    expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
+    expect(fake.requests).toEqual([]); // no delete, no job: nothing reached the API
+    expect(recorder.reasons()).toEqual(['VolumeMissing', 'VolumeMissing']);
+    const unmounted = recorder.events.find((e) => e.ref.name === 'unmounted');
+    expect(unmounted?.message).toContain(`path "${dir}" is not a valid mount point`);
+    expect(await metricValue(metrics.volumeMissing, { class: 'sc1' })).toBe(2);
+    expect(procTable.stats()).toEqual({ running: 0, succeeded: 0, failed: 0 });
+    now += 60_000; // the window is over: one more warning each
+    await pass(d);
+    expect(recorder.reasons()).toHaveLength(4);
+    expect(await metricValue(metrics.volumeMissing, { class: 'sc1' })).toBe(4);
+  });
+
+  it('refuses PVs whose path is not a direct child of the class hostDir', async () => {
+    fake.put('persistentvolumes', makePV('nested', { path: '/mnt/disks/a/nested' }));
+    fake.put('persistentvolumes', makePV('root', { path: '/mnt/disks' }));
+    fake.put('persistentvolumes', makePV('outside', { path: '/etc/outside' }));
+    fake.put('persistentvolumes', makePV('dots', { path: '/mnt/disks/../disks/..' }));
+    const d = makeDeleter();
+    await pass(d);
+    await pass(d);
+    expect(fake.requests).toEqual([]);
+    expect(recorder.events.map((e) => e.ref.name).sort()).toEqual(['dots', 'nested', 'outside', 'root']);
+    for (const e of recorder.events) expect(e.message).toMatch(/refusing to clean: path .* is not a direct child of hostDir "\/mnt\/disks"/);
+    expect(procTable.isEmpty()).toBe(true);
+  });
+
+  it('warns about an unknown storage class, and cleans with the last known settings of a removed one', async () => {
+    fake.put('persistentvolumes', makePV('pv1', { cls: 'removed' }));
+    fsVolume('pv1');
+    const d1 = makeDeleter();
+    await pass(d1);
+    expect(recorder.events[0]?.message).toBe('Error cleaning PV "pv1": Unknown storage class name removed');
+    expect(await metricValue(metrics.deleteFailedTotal, { mode: 'unknown', type: 'process' })).toBe(1);
+    const cls = classConfig();
+    const d2 = makeDeleter({ lookupClass: (n) => (n === 'removed' ? cls : undefined) });
+    await pass(d2);
+    await pass(d2);
+    expect(pvExists('pv1')).toBe(false);
+  });
+
+  it('never lets a finished clean of an older PV with the same name stand for a new one (#174)', async () => {
+    procTable.markRunning('pv1', 'old-uid');
+    procTable.markSucceeded('pv1', 'old-uid');
+    fake.put('persistentvolumes', makePV('pv1', { uid: 'new-uid' }));
+    const dir = fsVolume('pv1');
+    const d = makeDeleter();
+    await pass(d);
+    // The new PV is not deleted on the strength of the old result: it is cleaned first.
+    expect(pvExists('pv1')).toBe(true);
+    expect(readdirSync(dir)).toEqual([]);
+    expect(procTable.get('pv1')).toMatchObject({ uid: 'new-uid', state: 'Succeeded' });
+    await pass(d);
+    expect(pvExists('pv1')).toBe(false);
+  });
+
+  it('keeps the clean result and retries only the PV delete, with backoff, when the API fails', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    const d = makeDeleter();
+    await pass(d);
+    fake.failNext('delete', 'persistentvolumes', new KubeError(500, 'InternalError', 'etcd timeout'));
+    await pass(d);
+    expect(pvExists('pv1')).toBe(true);
+    expect(recorder.events[0]).toMatchObject({ type: 'Warning', reason: 'VolumeFailedDelete' });
+    expect(recorder.events[0]?.message).toMatch(/Error deleting PV "pv1": etcd timeout; retrying in \d+s/);
+    expect(procTable.get('pv1')?.state).toBe('Succeeded');
+    await pass(d); // within the backoff: no request
+    expect(fake.count('delete', 'persistentvolumes')).toBe(1);
+    now += 11_000;
+    await pass(d);
+    expect(pvExists('pv1')).toBe(false);
+    expect(procTable.stats().succeeded).toBe(1); // cleaned once only
+    expect(await metricValue(metrics.deleteFailedTotal, { type: 'process' })).toBe(1);
+  });
+
+  it('a PV replaced meanwhile (UID precondition fails) is not deleted', async () => {
+    fake.put('persistentvolumes', makePV('pv1', { uid: 'u1' }));
+    fsVolume('pv1');
+    const d = makeDeleter({
+      pvs: { get: () => undefined, list: () => [makePV('pv1', { uid: 'u1' })] }, // the cache still has the old one
+    });
+    await pass(d);
+    fake.remove('persistentvolumes', 'pv1');
+    fake.put('persistentvolumes', makePV('pv1', { uid: 'u2', phase: 'Available' }));
+    await pass(d);
+    expect(fake.object('persistentvolumes', 'pv1')?.metadata?.uid).toBe('u2');
+    expect(procTable.get('pv1')).toBeUndefined();
+    expect(await metricValue(metrics.deleteTotal)).toBe(0);
+  });
+
+  it('retries a failed clean after a backoff, never in a hot loop', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    let calls = 0;
+    const d = makeDeleter({
+      cleanFilesystem: () => {
+        calls++;
+        return Promise.resolve({ ok: false, error: 'EBUSY', durationMs: 1, skipped: [], removed: 0, stdout: [], stderr: [] });
+      },
+    });
+    for (let i = 0; i < 10; i++) await pass(d); // same instant: one clean, one report
+    expect(calls).toBe(1);
+    expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);
+    expect(recorder.events[0]?.message).toMatch(/^Error cleaning PV "pv1": EBUSY; retrying in 1\ds$/);
+    expect(await metricValue(metrics.cleanupRetries, { type: 'process' })).toBe(1);
+    expect(await metricValue(metrics.deleteFailedTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
+    now += 11_000;
+    await pass(d);
+    await pass(d);
+    expect(calls).toBe(2);
+    now += 11_000; // second backoff is ~20 s: not yet
+    await pass(d);
+    await pass(d);
+    expect(calls).toBe(2);
+    expect(pvExists('pv1')).toBe(true);
+    expect(procTable.stats().failed).toBe(2);
+  });
+
+  it('limits parallel in-process cleans and never cleans one PV twice at once', async () => {
+    for (const n of ['a', 'b', 'c']) {
+      fake.put('persistentvolumes', makePV(n));
+      fsVolume(n);
+    }
+    const releases: Array<() => void> = [];
+    let active = 0;
+    let maxActive = 0;
+    const started: string[] = [];
+    const d = makeDeleter({
+      maxConcurrentCleans: 2,
+      cleanFilesystem: (p) => {
+        started.push(p);
+        active++;
+        maxActive = Math.max(maxActive, active);
+        return new Promise((resolve) =>
+          releases.push(() => {
+            active--;
+            resolve({ ok: true, durationMs: 1, skipped: [], removed: 0, stdout: [], stderr: [] });
+          }),
+        );
+      },
+    });
+    await d.deletePVs();
+    await d.deletePVs();
+    await d.deletePVs();
+    expect(started).toHaveLength(2);
+    expect(procTable.stats().running).toBe(2);
+    releases.splice(0).forEach((r) => r());
+    await d.idle();
+    await d.deletePVs(); // deletes two, starts the third
+    expect(started).toHaveLength(3);
+    releases.splice(0).forEach((r) => r());
+    await d.idle();
+    await pass(d);
+    expect(fake.objects('persistentvolumes')).toEqual([]);
+    expect(maxActive).toBe(2);
+    expect(new Set(started).size).toBe(3);
+  });
+
+  it('waits for a running Job of the PV even when Jobs are switched off (mode switch)', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    let state: 'Running' | 'NotFound' = 'Running';
+    const jobs: JobTracker = { status: () => ({ state }) };
+    const d = makeDeleter({ jobController: jobs });
+    await pass(d);
+    expect(procTable.isEmpty()).toBe(true);
+    expect(readdirSync(join(mountDir, 'pv1'))).toHaveLength(2);
+    state = 'NotFound';
+    await pass(d);
+    expect(procTable.get('pv1')?.state).toBe('Succeeded');
+  });
+
+  it('stop() prevents new cleans', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    const d = makeDeleter();
+    await d.stop();
+    await pass(d);
+    expect(procTable.isEmpty()).toBe(true);
+  });
+});
+
+describe.skipIf(!isRoot)('Deleter block volumes', () => {
+  it('runs the block cleaner with LOCAL_PV_BLKDEVICE, then deletes the PV', async () => {
+    fake.put('persistentvolumes', makePV('blk', { capacity: '1Ti' }));
+    const dev = blockVolume('blk');
+    const d = makeDeleter();
+    await pass(d);
+    expect(readFileSync(counter, 'utf8')).toBe(`run ${dev}\n`);
+    expect(recorder.events).toEqual([
+      expect.objectContaining({ type: 'Normal', reason: 'VolumeDelete', message: 'Starting cleanup of Block PV "blk", this may take a while' }),
+    ]);
+    await pass(d);
+    expect(pvExists('blk')).toBe(false);
+    expect(runs()).toBe(1);
+    expect(await metricValue(metrics.deleteTotal, { mode: 'Block', type: 'process' })).toBe(1);
+  });
+
+  it('a cleaner exiting non-zero fails the clean with its output, and it is retried after the backoff', async () => {
+    fake.put('persistentvolumes', makePV('blk'));
+    blockVolume('blk');
+    const cfg = config({}, classConfig({ blockCleanerCommand: ['bash', '-c', `echo run >> ${counter}; echo "disk on fire" >&2; exit 7`] }));
+    const d = makeDeleter({ config: cfg });
+    await pass(d);
+    await pass(d);
+    await pass(d);
+    expect(runs()).toBe(1);
+    expect(pvExists('blk')).toBe(true);
+    const failed = recorder.events.filter((e) => e.reason === 'VolumeFailedDelete');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.message).toMatch(/Error cleaning PV "blk": block cleaner command "bash" exited with code 7: disk on fire; retrying in/);
+    now += 12_000;
+    await pass(d);
+    expect(runs()).toBe(2);
+  });
+
+  it('a cleaner command that does not exist is a clear failure', async () => {
+    fake.put('persistentvolumes', makePV('blk'));
+    blockVolume('blk');
+    const d = makeDeleter({ config: config({}, classConfig({ blockCleanerCommand: ['/scripts/does-not-exist.sh'] })) });
+    await pass(d);
+    await pass(d);
+    expect(recorder.events.at(-1)?.message).toMatch(/"\/scripts\/does-not-exist.sh" was not found/);
+    expect(pvExists('blk')).toBe(true);
+  });
+
+  it('a directory where a Block PV had its device is treated as missing', async () => {
+    fake.put('persistentvolumes', { ...makePV('blk'), spec: { ...makePV('blk').spec, volumeMode: 'Block' } });
+    fsVolume('blk');
+    const d = makeDeleter();
+    await pass(d);
+    expect(recorder.reasons()).toEqual(['VolumeMissing']);
+    expect(readdirSync(join(mountDir, 'blk'))).toHaveLength(2);
+  });
+});
+
+describe('Deleter with cleanup Jobs', () => {
+  it('creates one cleanup Job per PV (Filesystem via fsclean.sh) and waits for it', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    const dir = fsVolume('pv1');
+    const jobs: JobTracker = { status: (n) => ({ state: fake.object('jobs', `${NS}/cleanup-${n}`) ? 'Running' : 'NotFound' }) };
+    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs });
+    await pass(d);
+    await pass(d);
+    expect(fake.count('create', 'jobs')).toBe(1);
+    const job = fake.object('jobs', `${NS}/cleanup-pv1`);
+    const c = job?.spec?.template.spec?.containers[0];
+    expect(c?.command).toEqual(['/scripts/fsclean.sh']);
+    expect(c?.env).toEqual([{ name: 'LOCAL_PV_FILESYSTEM', value: dir }]);
+    expect(c?.image).toBe('provisioner:test');
+    expect(job?.metadata?.labels?.['pvuuid']).toBe('uid-pv1');
+    expect(job?.metadata?.annotations?.['start-time']).toBe('2026-01-01T00:00:00Z');
+    expect(readdirSync(dir)).toHaveLength(2); // nothing cleaned in-process
+    expect(procTable.isEmpty()).toBe(true);
+    expect(pvExists('pv1')).toBe(true);
+  });
+
+  it('a failed Job create is reported and retried after the backoff', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    fake.failNext('create', 'jobs', new KubeError(403, 'Forbidden', 'jobs.batch is forbidden'));
+    const jobs: JobTracker = { status: (n) => ({ state: fake.object('jobs', `${NS}/cleanup-${n}`) ? 'Running' : 'NotFound' }) };
+    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs });
+    await pass(d);
+    await pass(d);
+    expect(fake.count('create', 'jobs')).toBe(1);
+    expect(recorder.events[0]?.message).toMatch(/cannot create cleanup job: jobs.batch is forbidden/);
+    expect(await metricValue(metrics.deleteFailedTotal, { type: 'job' })).toBe(1);
+    now += 12_000;
+    await pass(d);
+    expect(fake.count('create', 'jobs')).toBe(2);
+    expect(fake.object('jobs', `${NS}/cleanup-pv1`)).toBeDefined();
+  });
+
+  it('waits while the job controller holds the PV in a failure backoff', async () => {
+    fake.put('persistentvolumes', makePV('pv1'));
+    fsVolume('pv1');
+    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: { status: () => ({ state: 'Backoff', retryInMs: 5000 }) } });
+    await pass(d);
+    expect(fake.requests).toEqual([]);
+  });
+});
+
+describe('directChild', () => {
+  it('accepts only a single component below the directory', () => {
+    expect(directChild('/mnt/disks', '/mnt/disks/vol1')).toBe('vol1');
+    expect(directChild('/mnt/disks/', '/mnt/disks//vol1/')).toBe('vol1');
+    expect(directChild('/mnt/disks', '/mnt/disks/a/b')).toBeUndefined();
+    expect(directChild('/mnt/disks', '/mnt/disks')).toBeUndefined();
+    expect(directChild('/mnt/disks', '/mnt/disks/..')).toBeUndefined();
+    expect(directChild('/mnt/disks', '/mnt/disks/../etc')).toBeUndefined();
+    expect(directChild('/mnt/disks', '/mnt/disksX/vol')).toBeUndefined();
+    expect(directChild('/mnt/disks', 'vol1')).toBeUndefined();
+  });
+});
