@@ -203,12 +203,33 @@ export function describe(v: GoValue): string {
 class Converter {
   private nodes = 0;
   readonly errors: YamlProblem[] = [];
-  private readonly doc: Document.Parsed;
   private readonly lines: LineCounter;
+  /** Alias node -> the anchored node it refers to (the last anchor of that name before it). */
+  private readonly aliasTargets = new Map<unknown, unknown>();
+  /** Anchored node -> its converted value and expanded size, so aliases are converted once. */
+  private readonly memo = new Map<unknown, { value: GoValue; size: number }>();
 
   constructor(doc: Document.Parsed, lines: LineCounter) {
-    this.doc = doc;
     this.lines = lines;
+    this.indexAnchors(doc.contents, new Map(), 0);
+  }
+
+  /** One pass in document order mapping every alias to its anchor (Alias.resolve would rescan the document each time). */
+  private indexAnchors(node: unknown, anchors: Map<string, unknown>, depth: number): void {
+    if (node === null || node === undefined || depth > MAX_DEPTH) return;
+    if (isAlias(node)) {
+      this.aliasTargets.set(node, anchors.get(node.source));
+      return;
+    }
+    const anchor = (node as { anchor?: unknown }).anchor;
+    if (typeof anchor === 'string' && anchor !== '') anchors.set(anchor, node);
+    if (isSeq(node)) for (const item of node.items) this.indexAnchors(item, anchors, depth + 1);
+    if (isMap(node)) {
+      for (const pair of node.items) {
+        this.indexAnchors(pair.key, anchors, depth + 1);
+        this.indexAnchors(pair.value, anchors, depth + 1);
+      }
+    }
   }
 
   lineOf(node: unknown): Line {
@@ -217,20 +238,36 @@ class Converter {
     return this.lines.linePos(range[0]).line;
   }
 
+  private count(n: number): void {
+    this.nodes += n;
+    if (this.nodes > MAX_NODES) throw new LimitError(`more than ${MAX_NODES} YAML nodes (alias expansion?)`);
+  }
+
   convert(node: unknown, depth: number, fallbackLine: Line): GoValue {
     if (node === null || node === undefined) return { kind: 'null', line: fallbackLine };
-    if (++this.nodes > MAX_NODES) throw new LimitError(`more than ${MAX_NODES} YAML nodes (alias expansion?)`);
     if (depth > MAX_DEPTH) throw new LimitError(`YAML nested deeper than ${MAX_DEPTH} levels`);
     const line = this.lineOf(node) ?? fallbackLine;
     if (isAlias(node)) {
-      const target = node.resolve(this.doc);
+      const target = this.aliasTargets.get(node);
       if (target === undefined) {
         this.errors.push({ message: `unknown anchor ${JSON.stringify(node.source)}`, line });
         return { kind: 'null', line };
       }
-      const v = this.convert(target, depth + 1, line);
-      return { ...v, line };
+      const known = this.memo.get(target);
+      if (known !== undefined) {
+        this.count(known.size);
+        return { ...known.value, line };
+      }
+      return { ...this.convert(target, depth + 1, line), line };
     }
+    const before = this.nodes;
+    this.count(1);
+    const value = this.convertNode(node, depth, line);
+    if (typeof (node as { anchor?: unknown }).anchor === 'string') this.memo.set(node, { value, size: this.nodes - before });
+    return value;
+  }
+
+  private convertNode(node: unknown, depth: number, line: Line): GoValue {
     if (isScalar(node)) return this.scalar(String(node.value), node.type, node.tag, line);
     if (isSeq(node)) {
       return { kind: 'seq', items: node.items.map((item) => this.convert(item, depth + 1, line)), line };
