@@ -7,19 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeConfig, type V1PersistentVolume } from '@kubernetes/client-node';
 import { createKubeClient, loadKubeConfig, toKubeError, type KubeClient } from '../../src/kube/client.ts';
 import { KubeError, type WatchEvent } from '../../src/kube/port.ts';
+import { kubeRejection } from '../support/fake-kube.ts';
 import { Metrics } from '../../src/metrics/metrics.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kube-client-'));
 
-const rejection = async (p: Promise<unknown>): Promise<KubeError> => {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof KubeError) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-};
 
 describe('loadKubeConfig', () => {
   it('names the KUBECONFIG file when it is missing', () => {
@@ -158,9 +150,9 @@ describe('createKubeClient against a local API server', () => {
     (await metrics.kubeRequests.get()).values.find((v) => v.labels.verb === verb && v.labels.resource === resource && v.labels.code === code)?.value ?? 0;
 
   it('maps 404 and 409 to KubeError with the server reason and message', async () => {
-    const nf = await rejection(client.getNode('missing'));
+    const nf = await kubeRejection(client.getNode('missing'));
     expect([nf.code, nf.reason, nf.message]).toEqual([404, 'NotFound', 'nodes "missing" not found']);
-    const ae = await rejection(client.createPersistentVolume({ metadata: { name: 'pv1' } }));
+    const ae = await kubeRejection(client.createPersistentVolume({ metadata: { name: 'pv1' } }));
     expect([ae.code, ae.reason]).toEqual([409, 'AlreadyExists']);
     expect(await requestCount('get', 'nodes', '404')).toBe(1);
     expect(await requestCount('create', 'persistentvolumes', '409')).toBe(1);
@@ -215,7 +207,7 @@ describe('createKubeClient against a local API server', () => {
   });
 
   it('watch rejects with the HTTP status and resolves promptly when aborted', async () => {
-    const e = await rejection(client.watch('nodes', { resourceVersion: '1' }, () => undefined, new AbortController().signal));
+    const e = await kubeRejection(client.watch('nodes', { resourceVersion: '1' }, () => undefined, new AbortController().signal));
     expect([e.code, e.reason]).toEqual([403, 'Forbidden']);
     const ac = new AbortController();
     const w = client.watch('nodes', { resourceVersion: '1', fieldSelector: 'hang=1' }, () => undefined, ac.signal);
@@ -233,9 +225,9 @@ describe('createKubeClient against a local API server', () => {
     await new Promise<void>((r) => closed.close(() => r()));
     kc.loadFromString(kubeconfigYaml(`http://127.0.0.1:${port}`));
     const dead = createKubeClient(kc, { qps: 0, burst: 0 });
-    const e = await rejection(dead.getNode('n1'));
+    const e = await kubeRejection(dead.getNode('n1'));
     expect([e.code, e.reason]).toEqual([0, 'NetworkError']);
-    const we = await rejection(dead.watch('nodes', { resourceVersion: '1' }, () => undefined, new AbortController().signal));
+    const we = await kubeRejection(dead.watch('nodes', { resourceVersion: '1' }, () => undefined, new AbortController().signal));
     expect(we.code).toBe(0);
   });
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
-import { FakeKube, matchFields, matchLabels } from '../support/fake-kube.ts';
+import { FakeKube, kubeRejection, matchFields, matchLabels } from '../support/fake-kube.ts';
 import { KubeError, type WatchEvent } from '../../src/kube/port.ts';
 
 const pv = (name: string, labels?: Record<string, string>): V1PersistentVolume => ({
@@ -8,15 +8,6 @@ const pv = (name: string, labels?: Record<string, string>): V1PersistentVolume =
   spec: { capacity: { storage: '1Gi' } },
 });
 
-const rejection = async (p: Promise<unknown>): Promise<KubeError> => {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof KubeError) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-};
 
 afterEach(() => {
   vi.useRealTimers();
@@ -30,17 +21,17 @@ describe('FakeKube objects', () => {
     expect(a.metadata?.uid).toMatch(/^[0-9a-f-]{36}$/);
     expect(a.metadata?.creationTimestamp).toBeInstanceOf(Date);
     expect(Number(b.metadata?.resourceVersion)).toBeGreaterThan(Number(a.metadata?.resourceVersion));
-    const e = await rejection(k.createPersistentVolume(pv('a')));
+    const e = await kubeRejection(k.createPersistentVolume(pv('a')));
     expect([e.code, e.reason]).toEqual([409, 'AlreadyExists']);
     expect(k.requests.map((r) => r.verb)).toEqual(['create', 'create', 'create']);
   });
 
   it('get/delete of a missing object is 404; delete honours the uid precondition', async () => {
     const k = new FakeKube();
-    expect((await rejection(k.getNode('n1'))).code).toBe(404);
-    expect((await rejection(k.deletePersistentVolume('x'))).reason).toBe('NotFound');
+    expect((await kubeRejection(k.getNode('n1'))).code).toBe(404);
+    expect((await kubeRejection(k.deletePersistentVolume('x'))).reason).toBe('NotFound');
     const a = await k.createPersistentVolume(pv('a'));
-    const conflict = await rejection(k.deletePersistentVolume('a', { uid: 'other' }));
+    const conflict = await kubeRejection(k.deletePersistentVolume('a', { uid: 'other' }));
     expect([conflict.code, conflict.reason]).toEqual([409, 'Conflict']);
     await k.deletePersistentVolume('a', { uid: a.metadata?.uid });
     expect(k.object('persistentvolumes', 'a')).toBeUndefined();
@@ -77,7 +68,7 @@ describe('FakeKube objects', () => {
     const updated = await k.replaceNode({ ...n, spec: { unschedulable: true } });
     expect(updated.spec?.unschedulable).toBe(true);
     expect(updated.metadata?.uid).toBe(n.metadata?.uid);
-    expect((await rejection(k.replaceNode(n))).code).toBe(409);
+    expect((await kubeRejection(k.replaceNode(n))).code).toBe(409);
   });
 
   it('patchEvent merge-patches count and lastTimestamp', async () => {
@@ -91,7 +82,7 @@ describe('FakeKube objects', () => {
   it('failNext injects one error for the matching verb and kind', async () => {
     const k = new FakeKube();
     k.failNext('list', 'persistentvolumes', new KubeError(500, 'InternalError', 'boom'));
-    expect((await rejection(k.list('persistentvolumes', {}))).code).toBe(500);
+    expect((await kubeRejection(k.list('persistentvolumes', {}))).code).toBe(500);
     await expect(k.list('persistentvolumes', {})).resolves.toMatchObject({ items: [] });
   });
 
@@ -148,7 +139,7 @@ describe('FakeKube watch', () => {
       expect(k.openWatches).toBe(1);
     });
     k.closeWatches(new KubeError(0, 'NetworkError', 'reset'));
-    expect((await rejection(w.done)).code).toBe(0);
+    expect((await kubeRejection(w.done)).code).toBe(0);
     const w2 = collect(k, '0');
     await vi.waitFor(() => {
       expect(k.openWatches).toBe(1);

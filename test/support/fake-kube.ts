@@ -51,6 +51,17 @@ interface HistoryEntry {
 }
 
 const clone = <T>(o: T): T => structuredClone(o);
+
+/** Awaits a promise that must reject with a KubeError, and returns that error (test helper). */
+export async function kubeRejection(p: Promise<unknown>): Promise<KubeError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof KubeError) return e;
+    throw e;
+  }
+  throw new Error('expected the call to fail with a KubeError');
+}
 /** Stored objects are plain JSON-ish objects; these two casts are the only bridge to the typed API objects. */
 const raw = (x: unknown): Obj => x as Obj;
 const typed = <T>(o: unknown): T => o as T;
