@@ -1,6 +1,11 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { V1Job } from '@kubernetes/client-node';
+import { Deleter } from '../../src/deleter/deleter.ts';
 import { JobController } from '../../src/deleter/jobcontroller.ts';
+import { ProcTable } from '../../src/deleter/proctable.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
@@ -208,5 +213,71 @@ describe('JobController', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(fake.requests.length).toBe(before);
     expect(fake.object('persistentvolumes', 'pv1')).toBeDefined();
+  });
+});
+
+describe('Deleter + JobController', () => {
+  it('creates a Job, deletes the PV when it succeeds, and after a failure creates a new Job only after the backoff', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'lsp-jc-'));
+    try {
+      const mountDir = join(tmp, 'discovery');
+      mkdirSync(join(mountDir, 'pv1'), { recursive: true });
+      const cls = { hostDir: '/mnt/disks', mountDir, blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem' as const, namePattern: '*' };
+      const config = {
+        storageClassMap: { sc1: cls },
+        nodeLabelsForPV: [],
+        useAlphaAPI: false,
+        useJobForCleaning: true,
+        jobTolerations: [],
+        minResyncPeriodMs: 300_000,
+        useNodeNameOnly: false,
+        labelsForPV: {},
+        setPVOwnerRef: false,
+        removeNodeNotReadyTaint: false,
+        provisionerNotReadyNodeTaintKey: '',
+      };
+      fake.put('persistentvolumes', makePV('pv1'));
+      const jc = makeController();
+      jc.start();
+      await jc.waitForSync();
+      const d = new Deleter({
+        config,
+        lookupClass: (n) => (n === 'sc1' ? cls : undefined),
+        node: { metadata: { name: NODE, uid: 'node-uid' } },
+        provisionerName: `local-volume-provisioner-${NODE}`,
+        namespace: NS,
+        jobImage: 'img',
+        kube: fake,
+        pvs: liveStore(fake),
+        procTable: new ProcTable(),
+        jobController: jc,
+        recorder,
+        metrics,
+        now: () => now,
+        readMountPoints: () => Promise.resolve(new Set([join(mountDir, 'pv1')])),
+      });
+      await d.deletePVs();
+      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
+      await d.deletePVs();
+      expect(fake.count('create', 'jobs')).toBe(1);
+
+      fake.setStatus('jobs', jobKey('pv1'), failed);
+      await vi.waitFor(() => expect(jc.status('pv1').state).toBe('Backoff'));
+      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(false));
+      await d.deletePVs();
+      expect(fake.count('create', 'jobs')).toBe(1); // held by the backoff
+      now += 31_000;
+      await d.deletePVs();
+      expect(fake.count('create', 'jobs')).toBe(2);
+
+      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
+      fake.setStatus('jobs', jobKey('pv1'), complete);
+      await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+      await vi.waitFor(() => expect(fake.objects('jobs')).toEqual([]));
+      expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'job' })).toBe(1);
+      expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
