@@ -1,0 +1,201 @@
+// One local controller generation: everything that depends on the config.
+// startController() builds the discoverer, the deleter and the job controller
+// (with a fresh work queue) for one config, then runs the sync loop:
+//   deleter pass -> discovery pass -> taint check -> sleep(discovery period)
+// The sleep is cut short when a PV of ours changes phase or a cleanup Job
+// finishes, so a Released PV is handled at once instead of up to 10 s later.
+// stop() ends the loop at a safe point (between volumes), stops the job
+// controller and its queue, and resolves when nothing of this generation is
+// left running. Process-scope parts (API client, PV/StorageClass informers,
+// process table, recorder, metrics, HTTP) come in through ProcessContext and
+// outlive the generation.
+import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { PVCache } from '../cache/pv-cache.ts';
+import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
+import { Deleter } from '../deleter/deleter.ts';
+import { JobController } from '../deleter/jobcontroller.ts';
+import type { ProcTable } from '../deleter/proctable.ts';
+import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
+import { provisionerName } from '../discovery/naming.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { Informer } from '../kube/informer.ts';
+import type { KubePort } from '../kube/port.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import type { Readiness } from '../server/http.ts';
+import type { Logger } from '../util/log.ts';
+import type { NodeTaintRemover } from './node-taint.ts';
+import type { Generation, GenerationContext } from './supervisor.ts';
+
+export interface ProcessContext {
+  readonly kube: KubePort;
+  readonly node: V1Node;
+  readonly namespace: string;
+  readonly jobImage: string;
+  /** This node's PVs (filter pvOnThisNode), shared by every generation. */
+  readonly pvInformer: Informer<V1PersistentVolume>;
+  readonly scInformer: Informer<V1StorageClass>;
+  readonly makeJobInformer: (labelSelector: string) => Informer<V1Job>;
+  readonly procTable: ProcTable;
+  readonly recorder: EventRecorder;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly readiness: Readiness;
+  readonly taintRemover: NodeTaintRemover;
+  readonly discoveryPeriodMs: number;
+  readonly cleanTimeoutMs?: number | undefined;
+  readonly maxConcurrentCleans?: number | undefined;
+  readonly mountInfoPath?: string | undefined;
+}
+
+/** Sleeps until the timeout, a kick, or an abort; whichever comes first. */
+class Waker {
+  #wake: (() => void) | undefined;
+  #pending = false;
+  kick(): void {
+    this.#pending = true;
+    this.#wake?.();
+  }
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.#pending || signal.aborted) {
+      this.#pending = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(t);
+        signal.removeEventListener('abort', done);
+        this.#wake = undefined;
+        this.#pending = false;
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      signal.addEventListener('abort', done);
+      this.#wake = done;
+    });
+  }
+}
+
+export async function startController(
+  pc: ProcessContext,
+  config: ProvisionerConfig,
+  ctx: GenerationContext,
+): Promise<Generation> {
+  const nodeName = pc.node.metadata?.name ?? '';
+  const nodeUid = pc.node.metadata?.uid ?? '';
+  const name = provisionerName({ name: nodeName, uid: nodeUid }, config.useNodeNameOnly);
+  const log = pc.logger.child({ generation: ctx.generation, config: ctx.hash.slice(0, 12) });
+  const abort = new AbortController();
+  const waker = new Waker();
+
+  // Wait for the process-scope caches (a no-op after the first generation).
+  await Promise.all([pc.pvInformer.waitForSync(ctx.signal), pc.scInformer.waitForSync(ctx.signal)]);
+
+  const pvCache = new PVCache({
+    informer: pc.pvInformer,
+    provisionerName: name,
+    useNodeNameOnly: config.useNodeNameOnly,
+    nodeName,
+    logger: log,
+  });
+  // Run the loop early when one of our PVs is released (or deleted).
+  const unsubscribe = pc.pvInformer.on({
+    update: (oldPv, newPv) => {
+      if (oldPv.status?.phase !== newPv.status?.phase && newPv.status?.phase === 'Released') waker.kick();
+    },
+    delete: () => waker.kick(),
+  });
+
+  // The job controller always runs, whatever useJobForCleaning says now: Jobs
+  // started under an earlier config are followed to completion. Only the
+  // creation of new Jobs depends on useJobForCleaning (in the deleter).
+  const jobController = new JobController({
+    kube: pc.kube,
+    namespace: pc.namespace,
+    nodeName,
+    informerFactory: pc.makeJobInformer,
+    pvs: pvCache,
+    recorder: pc.recorder,
+    metrics: pc.metrics,
+    logger: log.child({ component: 'job-controller' }),
+    onChange: () => waker.kick(),
+  });
+  jobController.start();
+
+  const tracker: CleanupTracker = {
+    inProgress: (pv) => pc.procTable.isRunning(pv) || jobController.inProgress(pv, true),
+    removeStatus: async (pv) => {
+      if (!pc.procTable.isRunning(pv)) pc.procTable.removeEntry(pv);
+      await jobController.removeStatus(pv, true);
+    },
+  };
+
+  const lookupClass = (className: string): ClassConfig | undefined =>
+    config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className);
+
+  const deleter = new Deleter({
+    config,
+    lookupClass,
+    node: pc.node,
+    provisionerName: name,
+    namespace: pc.namespace,
+    jobImage: pc.jobImage,
+    kube: pc.kube,
+    pvs: pvCache,
+    procTable: pc.procTable,
+    jobController,
+    recorder: pc.recorder,
+    metrics: pc.metrics,
+    logger: log.child({ component: 'deleter' }),
+    cleanTimeoutMs: pc.cleanTimeoutMs,
+    maxConcurrentCleans: pc.maxConcurrentCleans,
+    onChange: () => waker.kick(),
+  });
+  const discoverer = new Discoverer({
+    config,
+    node: pc.node,
+    provisionerName: name,
+    kube: pc.kube,
+    pvCache,
+    storageClasses: pc.scInformer,
+    cleanupTracker: tracker,
+    recorder: pc.recorder,
+    metrics: pc.metrics,
+    logger: log.child({ component: 'discovery' }),
+    mountInfoPath: pc.mountInfoPath,
+    signal: abort.signal,
+  });
+
+  log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');
+  const loop = (async () => {
+    while (!abort.signal.aborted) {
+      try {
+        await deleter.deletePVs();
+      } catch (err) {
+        log.error({ err }, 'deleter pass failed');
+      }
+      if (abort.signal.aborted) break;
+      try {
+        const r = await discoverer.discover();
+        if (!abort.signal.aborted) pc.readiness.set(r.ready, r.errors.join('; '));
+        if (r.errors.length > 0) log.warn({ errors: r.errors }, `Failed to discover local volumes: ${r.errors.length} error(s)`);
+      } catch (err) {
+        log.error({ err }, 'discovery pass failed');
+        pc.readiness.set(false, String(err));
+      }
+      await pc.taintRemover.maybeRemove(config.removeNodeNotReadyTaint, config.provisionerNotReadyNodeTaintKey, pc.readiness.ready);
+      await waker.sleep(pc.discoveryPeriodMs, abort.signal);
+    }
+  })();
+
+  return {
+    async stop(): Promise<void> {
+      abort.abort();
+      await loop;
+      unsubscribe();
+      await jobController.stop();
+      await deleter.stop?.();
+      pvCache.close();
+      log.info('Controller stopped');
+    },
+  };
+}

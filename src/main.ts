@@ -1,0 +1,215 @@
+#!/usr/bin/env node
+// local-volume-provisioner: the DaemonSet entry point. Wires the process-scope
+// parts (HTTP, metrics, API client, informers, event recorder, process table),
+// then config watcher -> supervisor -> controller generations.
+import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { pvOnThisNode } from './cache/pv-cache.ts';
+import { startController, type ProcessContext } from './controller/controller.ts';
+import { NodeTaintRemover } from './controller/node-taint.ts';
+import { Supervisor } from './controller/supervisor.ts';
+import { ProcTable } from './deleter/proctable.ts';
+import { runDryRun } from './dry-run.ts';
+import { HELP, parseOptions, type Options } from './flags.ts';
+import { createKubeClient, loadKubeConfig } from './kube/client.ts';
+import type { ObjectRef } from './kube/events.ts';
+import type { KubePort } from './kube/port.ts';
+import { createInformer } from './kube/reflector.ts';
+import { createEventRecorder } from './kube/recorder.ts';
+import { Metrics } from './metrics/metrics.ts';
+import { Readiness, startHttpServer } from './server/http.ts';
+import { backoffDelay } from './util/backoff.ts';
+import { createLogger, type Logger } from './util/log.ts';
+import { ConfigWatcher } from './watcher/config-watcher.ts';
+
+export const VERSION = '0.1.0';
+
+/** Drops managedFields: the cache never needs them and they are most of a PV's size. */
+export function stripManagedFields<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
+  if (obj.metadata?.managedFields !== undefined) {
+    const { managedFields: _drop, ...metadata } = obj.metadata;
+    return { ...obj, metadata };
+  }
+  return obj;
+}
+
+/** Fetches this node, retrying with backoff until it succeeds or the signal aborts (a dead API server is waited out). */
+async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, signal: AbortSignal): Promise<V1Node> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await kube.getNode(name);
+    } catch (err) {
+      const delay = backoffDelay({ initialMs: 1000, maxMs: 30_000 }, attempt);
+      logger.warn({ err, node: name, retryInMs: delay }, 'could not get node information; retrying');
+      await new Promise((r) => setTimeout(r, delay));
+      if (signal.aborted) throw new Error('stopped while waiting for the node', { cause: err });
+    }
+  }
+}
+
+export async function run(opts: Options, logger: Logger): Promise<() => Promise<void>> {
+  if (!opts.nodeName) throw new Error('MY_NODE_NAME environment variable not set (or pass --node-name)');
+  if (!process.env['MY_NAMESPACE']) logger.warn('MY_NAMESPACE environment variable not set, will be set to default');
+  if (!opts.jobImage) logger.warn('JOB_CONTAINER_IMAGE environment variable not set; cleanup Jobs (useJobForCleaning) cannot run');
+
+  const stopping = new AbortController();
+  const metrics = new Metrics();
+  const readiness = new Readiness();
+  const http = await startHttpServer({
+    listenAddress: opts.listenAddress,
+    metricsPath: opts.metricsPath,
+    metrics,
+    readiness,
+    logger,
+  });
+  logger.info({ address: opts.listenAddress, port: http.port }, `Starting metrics server at ${opts.listenAddress}`);
+
+  const kube = createKubeClient(loadKubeConfig(process.env), {
+    qps: opts.kubeApiQps,
+    burst: opts.kubeApiBurst,
+    metrics,
+    userAgent: `local-volume-provisioner/${VERSION}`,
+  });
+  const node = await getNodeWithRetry(kube, opts.nodeName, logger, stopping.signal);
+  const nodeUid = node.metadata?.uid ?? '';
+  const recorder = createEventRecorder(kube, { component: 'local-volume-provisioner', host: opts.nodeName, logger });
+  const procTable = new ProcTable();
+  metrics.registerProcTable(() => procTable.stats());
+
+  // Process-scope caches: their filters do not depend on the config, so they survive reloads.
+  const pvInformer = createInformer(kube, 'persistentvolumes', {
+    filter: (pv: V1PersistentVolume) => pvOnThisNode(pv, { name: opts.nodeName, uid: nodeUid }),
+    transform: stripManagedFields,
+    logger: logger.child({ informer: 'persistentvolumes' }),
+    metrics,
+  });
+  const scInformer = createInformer(kube, 'storageclasses', {
+    transform: (sc: V1StorageClass) => stripManagedFields(sc),
+    logger: logger.child({ informer: 'storageclasses' }),
+    metrics,
+  });
+  pvInformer.start();
+  scInformer.start();
+
+  const nodeRef: ObjectRef = { kind: 'Node', apiVersion: 'v1', name: opts.nodeName, uid: nodeUid };
+  const refs: ObjectRef[] = [nodeRef];
+  if (opts.podName) refs.unshift({ kind: 'Pod', apiVersion: 'v1', name: opts.podName, namespace: opts.namespace });
+
+  const pc: ProcessContext = {
+    kube,
+    node,
+    namespace: opts.namespace,
+    jobImage: opts.jobImage,
+    pvInformer,
+    scInformer,
+    makeJobInformer: (labelSelector: string) =>
+      createInformer(kube, 'jobs', {
+        namespace: opts.namespace,
+        labelSelector,
+        transform: stripManagedFields,
+        logger: logger.child({ informer: 'jobs' }),
+        metrics,
+      }),
+    procTable,
+    recorder,
+    metrics,
+    logger,
+    readiness,
+    taintRemover: new NodeTaintRemover({ kube, nodeName: opts.nodeName, logger }),
+    discoveryPeriodMs: opts.discoveryPeriodMs,
+    cleanTimeoutMs: opts.cleanTimeoutMs,
+    maxConcurrentCleans: opts.maxConcurrentCleans,
+  };
+  const supervisor = new Supervisor({
+    start: (config, ctx) => startController(pc, config, ctx),
+    hotReload: opts.hotReload,
+    metrics,
+    recorder,
+    refs,
+    logger,
+  });
+  const watcher = new ConfigWatcher({
+    dir: opts.configDir,
+    pollIntervalMs: opts.configSyncPeriodMs,
+    onResult: (res) => supervisor.handle(res),
+    logger: logger.child({ component: 'config-watcher' }),
+  });
+  logger.info({ dir: opts.configDir }, 'Starting config watcher');
+  await watcher.start(); // the first check is delivered before this resolves
+  logger.info('Ready to run...');
+
+  const onHup = (): void => {
+    logger.info('SIGHUP: checking the config directory now');
+    watcher.checkNow().catch((err: unknown) => logger.error({ err }, 'config check failed'));
+  };
+  process.on('SIGHUP', onHup);
+
+  return async () => {
+    stopping.abort();
+    process.off('SIGHUP', onHup);
+    await watcher.stop();
+    await supervisor.stop();
+    await Promise.all([pvInformer.stop(), scInformer.stop()]);
+    await recorder.stop();
+    await http.close();
+  };
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let opts: Options;
+  try {
+    opts = parseOptions(argv);
+  } catch (e) {
+    process.stderr.write(`local-volume-provisioner: ${(e as Error).message}\nRun with --help for usage.\n`);
+    return 2;
+  }
+  if (opts.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (opts.version) {
+    process.stdout.write(`local-volume-provisioner ${VERSION}\n`);
+    return 0;
+  }
+  const logger = createLogger({ level: opts.logLevel });
+  if (opts.dryRun) return runDryRun(opts, logger);
+
+  let stop: (() => Promise<void>) | undefined;
+  let exiting = false;
+  const shutdown = (signal: string): void => {
+    if (exiting) return;
+    exiting = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 30_000);
+    force.unref();
+    void (stop ? stop() : Promise.resolve()).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled promise rejection (ignored)'));
+  try {
+    stop = await run(opts, logger);
+  } catch (e) {
+    logger.fatal({ err: e }, (e as Error).message);
+    process.stderr.write(`local-volume-provisioner: ${(e as Error).message}\n`);
+    return 1;
+  }
+  return -1; // keep running
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      if (code >= 0) process.exit(code);
+    },
+    (err: unknown) => {
+      process.stderr.write(`local-volume-provisioner: ${String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}
