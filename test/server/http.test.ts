@@ -25,7 +25,7 @@ describe('HTTP endpoints', () => {
     metrics.registerProcTable(() => ({ running: 2, succeeded: 5, failed: 1 }));
     const readiness = new Readiness();
     const srv = await startHttpServer({ listenAddress: '127.0.0.1:0', metricsPath: '/metrics', metrics, readiness, logger: silentLogger });
-    close = srv.close;
+    close = () => srv.close();
     const base = `http://127.0.0.1:${srv.port}`;
 
     const m = await fetch(`${base}/metrics`);
