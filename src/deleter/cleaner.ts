@@ -13,7 +13,7 @@
 // the PV is interpolated) with LOCAL_PV_BLKDEVICE=<container path>. A timeout
 // or an abort kills the command's whole process group (execa killDescendants),
 // escalating to SIGKILL after a grace delay.
-import { lstat, readdir, rmdir, unlink } from 'node:fs/promises';
+import { lstatSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 
@@ -59,6 +59,28 @@ interface FsCtx {
   readonly skipped: string[];
   readonly errors: string[];
   removed: number;
+  /** Synchronous fs calls since the last yield to the event loop, and when that was. */
+  ops: number;
+  lastYield: number;
+}
+
+/**
+ * The tree is removed with synchronous fs calls in batches, yielding to the
+ * event loop every OPS_PER_YIELD calls or YIELD_AFTER_MS, whichever comes
+ * first: a threadpool round trip per file made the async version ~10x slower
+ * than `find -delete` (5.2 s against 0.44-0.6 s for 10 000 files on a loaded
+ * 2-core machine; this version 0.45-0.6 s).
+ */
+const OPS_PER_YIELD = 200;
+const YIELD_AFTER_MS = 4;
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+async function step(ctx: FsCtx): Promise<void> {
+  if (++ctx.ops >= OPS_PER_YIELD || performance.now() - ctx.lastYield >= YIELD_AFTER_MS) {
+    await yieldToLoop();
+    ctx.ops = 0;
+    ctx.lastYield = performance.now();
+  }
 }
 
 /** Removes everything inside `mountPath` (dotfiles included), never the directory itself, never across mounts. */
@@ -75,7 +97,7 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
   });
   let rootDev: number;
   try {
-    const st = await lstat(mountPath);
+    const st = lstatSync(mountPath);
     if (!st.isDirectory()) return done({}, `${mountPath} is not a directory`);
     rootDev = st.dev;
   } catch (e) {
@@ -88,10 +110,12 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
     skipped: [],
     errors: [],
     removed: 0,
+    ops: 0,
+    lastYield: performance.now(),
   };
   let names: string[];
   try {
-    names = await readdir(mountPath);
+    names = readdirSync(mountPath);
   } catch (e) {
     return done(ctx, `cannot list ${mountPath}: ${errMsg(e)}`);
   }
@@ -114,9 +138,10 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
 /** Removes `path` and everything below it on the same mount; returns true when nothing is left. */
 async function removeTree(path: string, ctx: FsCtx): Promise<boolean> {
   if (ctx.signal?.aborted) return false;
+  await step(ctx);
   let st;
   try {
-    st = await lstat(path);
+    st = lstatSync(path);
   } catch (e) {
     if (errCode(e) === 'ENOENT') return true;
     ctx.errors.push(`stat ${path}: ${errMsg(e)}`);
@@ -129,13 +154,13 @@ async function removeTree(path: string, ctx: FsCtx): Promise<boolean> {
   try {
     if (st.isDirectory()) {
       let all = true;
-      for (const name of await readdir(path)) {
+      for (const name of readdirSync(path)) {
         if (!(await removeTree(join(path, name), ctx))) all = false;
       }
       if (!all) return false;
-      await rmdir(path);
+      rmdirSync(path);
     } else {
-      await unlink(path);
+      unlinkSync(path);
     }
     ctx.removed++;
     return true;
