@@ -95,6 +95,21 @@ describe('cleanFilesystem', () => {
     }
   });
 
+  it('keeps the event loop responsive while removing a large tree', async () => {
+    const vol = join(dir, 'vol');
+    for (let i = 0; i < 20; i++) {
+      mkdirSync(join(vol, `d${i}`), { recursive: true });
+      for (let j = 0; j < 100; j++) writeFileSync(join(vol, `d${i}`, `f${j}`), 'x');
+    }
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const r = await cleanFilesystem(vol);
+    clearInterval(timer);
+    expect(r.ok).toBe(true);
+    expect(r.removed).toBe(2020);
+    expect(ticks).toBeGreaterThan(0);
+  });
+
   it('stops when aborted', async () => {
     const vol = join(dir, 'vol');
     mkdirSync(vol);
