@@ -7,6 +7,8 @@ import { pvOnThisNode } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
+import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
+import { DEFAULT_JOB_FAILURE_BACKOFF } from './deleter/jobcontroller.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
 import { HELP, parseOptions, type Options } from './flags.ts';
@@ -17,7 +19,7 @@ import { createInformer } from './kube/reflector.ts';
 import { createEventRecorder } from './kube/recorder.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { Readiness, startHttpServer } from './server/http.ts';
-import { backoffDelay } from './util/backoff.ts';
+import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { createLogger, type Logger } from './util/log.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
 
@@ -118,6 +120,9 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     discoveryPeriodMs: opts.discoveryPeriodMs,
     cleanTimeoutMs: opts.cleanTimeoutMs,
     maxConcurrentCleans: opts.maxConcurrentCleans,
+    cleanRetryBackoff: new KeyedBackoff(DEFAULT_RETRY_BACKOFF),
+    jobFailureBackoff: new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF),
+    shutdown: stopping.signal,
   };
   const supervisor = new Supervisor({
     start: (config, ctx) => startController(pc, config, ctx),

@@ -22,6 +22,7 @@ import type { Informer } from '../kube/informer.ts';
 import type { KubePort } from '../kube/port.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Readiness } from '../server/http.ts';
+import type { KeyedBackoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import type { NodeTaintRemover } from './node-taint.ts';
 import type { Generation, GenerationContext } from './supervisor.ts';
@@ -45,6 +46,11 @@ export interface ProcessContext {
   readonly cleanTimeoutMs?: number | undefined;
   readonly maxConcurrentCleans?: number | undefined;
   readonly mountInfoPath?: string | undefined;
+  /** Process-scope retry state, so a config reload does not reset cleanup backoff. */
+  readonly cleanRetryBackoff?: KeyedBackoff | undefined;
+  readonly jobFailureBackoff?: KeyedBackoff | undefined;
+  /** Aborted at process shutdown: kills running in-process cleaners. */
+  readonly shutdown?: AbortSignal | undefined;
 }
 
 /** Sleeps until the timeout, a kick, or an abort; whichever comes first. */
@@ -117,6 +123,7 @@ export async function startController(
     recorder: pc.recorder,
     metrics: pc.metrics,
     logger: log.child({ component: 'job-controller' }),
+    failureBackoff: pc.jobFailureBackoff,
     onChange: () => waker.kick(),
   });
   jobController.start();
@@ -148,6 +155,9 @@ export async function startController(
     logger: log.child({ component: 'deleter' }),
     cleanTimeoutMs: pc.cleanTimeoutMs,
     maxConcurrentCleans: pc.maxConcurrentCleans,
+    retryBackoff: pc.cleanRetryBackoff,
+    signal: pc.shutdown,
+    mountInfoPath: pc.mountInfoPath,
     onChange: () => waker.kick(),
   });
   const discoverer = new Discoverer({
