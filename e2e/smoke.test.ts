@@ -1,12 +1,13 @@
 // Smoke tests of the e2e control plane itself: each runs against the real etcd, kube-apiserver
 // and kube-controller-manager started by e2e/harness/global-setup.ts.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { AuthenticationV1Api, type V1Job, type V1ResourceAttributes } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ComponentStartError, startControlPlane, type ControlPlaneOptions } from './harness/controlplane.ts';
+import { ComponentStartError, startControlPlane, sweepStaleControlPlanes, type ControlPlaneOptions } from './harness/controlplane.ts';
 import { adminClients, apiStatus, clientsFor, provisionerClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 
@@ -353,5 +354,89 @@ describe('harness lifecycle', () => {
     const e = await failedStart({ readyTimeoutMs: 1 });
     expect(e.component).toBe('etcd');
     expect(e.message).toMatch(/^etcd was not ready after \d+ s \(GET \/health: /);
+  });
+});
+
+describe('npm run controlplane (e2e/harness/cli.ts)', () => {
+  const cli = fileURLToPath(new URL('./harness/cli.ts', import.meta.url));
+
+  interface Cli {
+    readonly child: ChildProcess;
+    readonly exited: Promise<number | null>;
+    readonly kubeconfig: string;
+    readonly dir: string;
+    stderr(): string;
+  }
+
+  // A private TMPDIR, so that no other run's stale-dir sweep touches this CLI's temp dir.
+  let tmpRoot = '';
+  beforeAll(() => {
+    tmpRoot = mkdtempSync(join(tmpdir(), 'lsp-e2e-cli-'));
+  });
+  afterAll(() => rmSync(tmpRoot, { recursive: true, force: true }));
+
+  const startCli = async (): Promise<Cli> => {
+    const child = spawn(process.execPath, [cli, '--no-controller-manager', '--no-rbac'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TMPDIR: tmpRoot },
+    });
+    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const kubeconfig = await waitFor(
+      () => {
+        if (child.exitCode !== null) throw new Error(`cli exited with ${child.exitCode}: ${err}`);
+        return /^export KUBECONFIG=(.+)$/m.exec(out)?.[1];
+      },
+      { what: 'the CLI to print export KUBECONFIG=...', timeoutMs: 120_000 },
+    );
+    return { child, exited, kubeconfig, dir: dirname(kubeconfig), stderr: () => err };
+  };
+
+  const ensureDead = async (c: Cli | undefined): Promise<void> => {
+    if (c && c.child.exitCode === null && c.child.signalCode === null) {
+      c.child.kill('SIGINT');
+      await c.exited;
+    }
+  };
+
+  it('prints export KUBECONFIG, serves, and on Ctrl-C (SIGINT) removes every process and the temp dir', async () => {
+    let c: Cli | undefined;
+    try {
+      c = await startCli();
+      expect(c.kubeconfig).toMatch(/lsp-controlplane-[^/]+\/admin\.kubeconfig$/);
+      const nss = await clientsFor(c.kubeconfig).core.listNamespace({});
+      expect(nss.items.map((n) => n.metadata?.name)).toContain('kube-system');
+      expect(pgrep(c.dir).length).toBeGreaterThanOrEqual(2); // etcd and kube-apiserver
+
+      c.child.kill('SIGINT');
+      expect(await c.exited).toBe(0);
+      expect(c.stderr()).toContain(`stopped; removed ${c.dir}`);
+      expect(pgrep(c.dir)).toEqual([]);
+      expect(existsSync(c.dir)).toBe(false);
+    } finally {
+      await ensureDead(c);
+    }
+  });
+
+  it('killed with SIGKILL: its components stop by themselves and the next start sweeps its temp dir', async () => {
+    let c: Cli | undefined;
+    try {
+      c = await startCli();
+      const cli = c;
+      expect(pgrep(cli.dir).length).toBeGreaterThanOrEqual(2);
+      cli.child.kill('SIGKILL');
+      await cli.exited;
+      // testplane watches TESTPLANE_PARENT_PID and shuts down when the harness is gone.
+      await waitFor(() => pgrep(cli.dir).length === 0, { what: `the orphaned components of ${cli.dir} to exit`, timeoutMs: 30_000 });
+      expect(existsSync(cli.dir)).toBe(true); // nobody could clean up after SIGKILL...
+      expect(dirname(cli.dir)).toBe(tmpRoot);
+      expect(await sweepStaleControlPlanes(tmpRoot)).toEqual([cli.dir]); // ...until the next start
+      expect(existsSync(cli.dir)).toBe(false);
+    } finally {
+      await ensureDead(c);
+    }
   });
 });

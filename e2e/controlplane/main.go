@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
 
 	_ "time/tzdata"
 
@@ -35,6 +38,7 @@ func main() {
 		}
 		component, args = args[0], args[1:]
 	}
+	exitWithParent()
 	switch component {
 	case "etcd":
 		// etcdmain.Main treats its first element as the program name.
@@ -53,4 +57,27 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown component %q; want one of %s\n", component, components)
 		os.Exit(2)
 	}
+}
+
+// exitWithParent stops this component when the process named by TESTPLANE_PARENT_PID (the
+// test harness that started it) is gone, so that a harness killed with SIGKILL, which cannot
+// clean up, leaves no control plane running. The component gets SIGTERM first (a normal
+// shutdown), and is made to exit after 10 s if it is still there.
+func exitWithParent() {
+	parent, err := strconv.Atoi(os.Getenv("TESTPLANE_PARENT_PID"))
+	if err != nil || parent <= 1 {
+		return
+	}
+	go func() {
+		for {
+			time.Sleep(time.Second)
+			if os.Getppid() == parent {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "testplane: parent process %d is gone; shutting down\n", parent)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			time.Sleep(10 * time.Second)
+			os.Exit(3)
+		}
+	}()
 }

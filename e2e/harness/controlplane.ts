@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
@@ -238,6 +238,46 @@ function readProcKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined 
 
 const sleep = (ms: number): Promise<void> => new Promise((res) => setTimeout(res, ms));
 
+const dirPrefix = 'lsp-controlplane-';
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, someone else's
+  }
+}
+
+/**
+ * Removes control-plane temp dirs in `tmpRoot` whose owner process is dead (a harness killed
+ * with SIGKILL cannot clean up; its components stop themselves when they see their parent
+ * gone, see TESTPLANE_PARENT_PID in e2e/controlplane/main.go). Returns the removed dirs.
+ */
+export async function sweepStaleControlPlanes(tmpRoot: string = tmpdir(), log: (msg: string) => void = () => undefined): Promise<string[]> {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = (await readdir(tmpRoot)).filter((n) => n.startsWith(dirPrefix));
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    const dir = join(tmpRoot, name);
+    let owner: number;
+    try {
+      owner = Number((await readFile(join(dir, 'owner.pid'), 'utf8')).trim());
+    } catch {
+      continue; // no owner file: not ours to judge
+    }
+    if (!Number.isInteger(owner) || owner <= 0 || processAlive(owner)) continue;
+    await rm(dir, { recursive: true, force: true });
+    removed.push(dir);
+    log(`control plane: removed ${dir} left behind by process ${owner}, which is gone`);
+  }
+  return removed;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Components
 
@@ -346,7 +386,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const extra = (c: ComponentName): readonly string[] => opts.extraArgs?.[c] ?? [];
 
   installExitHooks();
-  const dir = await mkdtemp(join(opts.tmpRoot ?? tmpdir(), 'lsp-controlplane-'));
+  const tmpRoot = opts.tmpRoot ?? tmpdir();
+  await sweepStaleControlPlanes(tmpRoot, log);
+  const dir = await mkdtemp(join(tmpRoot, dirPrefix));
+  await writeFile(join(dir, 'owner.pid'), `${process.pid}\n`);
   const procs: Running[] = [];
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
