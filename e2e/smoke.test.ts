@@ -1,6 +1,6 @@
 // Smoke tests of the e2e control plane itself: each runs against the real etcd, kube-apiserver
 // and kube-controller-manager started by e2e/harness/global-setup.ts.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -10,23 +10,10 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ComponentStartError, startControlPlane, sweepStaleControlPlanes, type ControlPlaneOptions } from './harness/controlplane.ts';
 import { adminClients, apiStatus, clientsFor, provisionerClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
+import { pgrep } from './support/cleanup.ts';
 
 const admin = adminClients();
 const { core, batch, storage } = admin;
-
-/** PIDs whose command line contains `pattern` (pgrep -f), minus this process. */
-function pgrep(pattern: string): number[] {
-  try {
-    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l !== '')
-      .map(Number)
-      .filter((pid) => pid !== process.pid);
-  } catch (err) {
-    if ((err as { status?: number }).status === 1) return []; // pgrep: nothing matched
-    throw err;
-  }
-}
 
 async function createNamespace(prefix: string): Promise<string> {
   const name = uniqueName(prefix);
