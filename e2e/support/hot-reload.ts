@@ -3,7 +3,8 @@
 // runner that executes cleanup Job commands on the host, and a slow block
 // cleaner script.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { apiStatus, waitFor } from '../harness/kube.ts';
@@ -323,4 +324,15 @@ export function hostJobRunner(runs: Array<{ pod: string; command: string[]; exit
         resolve(exitCode === 0 ? { exitCode } : { exitCode, message: stderr.slice(-200) });
       });
     });
+}
+
+/**
+ * With LSP_E2E_KEEP_LOGS=1, copies a daemon log out of the fixture dir (which afterAll removes)
+ * to $TMPDIR/lsp-e2e-<name>.log, and says where.
+ */
+export function keepLog(logFile: string, name: string): void {
+  if (!process.env['LSP_E2E_KEEP_LOGS'] || !existsSync(logFile)) return;
+  const to = join(tmpdir(), `lsp-e2e-${name}.log`);
+  copyFileSync(logFile, to);
+  console.log(`[e2e] kept the daemon log at ${to}`);
 }
