@@ -127,6 +127,17 @@ export async function startController(
     onChange: () => waker.kick(),
   });
   jobController.start();
+  // Know every existing cleanup Job before the first deleter pass, or a Job
+  // started under the previous config would look absent and the volume would
+  // get a second, concurrent clean.
+  try {
+    await jobController.waitForSync(ctx.signal);
+  } catch (err) {
+    await jobController.stop();
+    unsubscribe();
+    pvCache.close();
+    throw err;
+  }
 
   const tracker: CleanupTracker = {
     inProgress: (pv) => pc.procTable.isRunning(pv) || jobController.inProgress(pv, true),
