@@ -1,0 +1,287 @@
+// Helpers for the deleter e2e tests (e2e/deleter*.test.ts): a kubelet-like
+// runner for cleanup Job pods (restartPolicy OnFailure restarts the container
+// in place and reports restartCount, as a kubelet does, so the real job
+// controller fails the Job after backoffLimit restarts without its 10 s/20 s/40 s
+// pod re-creation backoff), process lookups (pgrep, zombies), block-device
+// reads/writes and shell-script fixtures.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, closeSync, openSync, readFileSync, readdirSync, readSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CoreV1Event, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+import { freePort } from '../harness/controlplane.ts';
+import { apiStatus, waitFor } from '../harness/kube.ts';
+import type { RunResult } from '../harness/node-agent.ts';
+import type { HostFixtures } from './host.ts';
+import { readPV, waitPV, waitPVGone } from './hot-reload.ts';
+import { startProvisioner, type ProvisionerProcess } from './provisioner.ts';
+
+/** One execution of a pod's container on the host. */
+export interface ContainerRun {
+  readonly pod: string;
+  readonly command: string[];
+  readonly exitCode: number;
+}
+
+/** Executes the pod's container command on the host once (e.g. hostJobRunner of support/hot-reload.ts). */
+export type ExecOnce = (pod: V1Pod) => Promise<RunResult>;
+
+export interface OnFailureOptions {
+  readonly core: CoreV1Api;
+  /** Runs the container once. */
+  readonly exec: ExecOnce;
+  /** Pause between a failed run and its restart (a kubelet's CrashLoopBackOff, shortened; default 300 ms). */
+  readonly restartDelayMs?: number;
+  /** Never restart more often than this (default 10). */
+  readonly maxRestarts?: number;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function readPod(core: CoreV1Api, pod: V1Pod): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({ name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? 'default' });
+  } catch (err) {
+    if (apiStatus(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * A node-agent `run` callback with the kubelet's restartPolicy OnFailure semantics: a failed
+ * container is restarted in place, and each restart is reported in the pod status (phase Running,
+ * restartCount, lastState terminated, state waiting CrashLoopBackOff). The real job controller
+ * fails the Job once the restarts reach backoffLimit and deletes the pod; the runner then stops
+ * and resolves with the last failure. restartPolicy Never: one run, as the plain agent does.
+ */
+export function onFailureRunner(o: OnFailureOptions): (pod: V1Pod) => Promise<RunResult> {
+  const delay = o.restartDelayMs ?? 300;
+  const max = o.maxRestarts ?? 10;
+  return async (pod) => {
+    const name = pod.metadata?.name ?? '';
+    const namespace = pod.metadata?.namespace ?? 'default';
+    const container = pod.spec?.containers[0]?.name ?? 'cleaner';
+    for (let restarts = 0; ; restarts++) {
+      const startedAt = new Date();
+      const r = await o.exec(pod);
+      if (r.exitCode === 0 || pod.spec?.restartPolicy !== 'OnFailure' || restarts >= max) return r;
+      const finishedAt = new Date();
+      await o.core.patchNamespacedPodStatus(
+        {
+          name,
+          namespace,
+          body: {
+            status: {
+              phase: 'Running',
+              startTime: startedAt.toISOString(),
+              containerStatuses: [
+                {
+                  name: container,
+                  image: pod.spec?.containers[0]?.image ?? '',
+                  imageID: '',
+                  ready: false,
+                  started: false,
+                  restartCount: restarts + 1,
+                  state: { waiting: { reason: 'CrashLoopBackOff' } },
+                  lastState: {
+                    terminated: {
+                      exitCode: r.exitCode,
+                      reason: 'Error',
+                      startedAt: startedAt.toISOString(),
+                      finishedAt: finishedAt.toISOString(),
+                      ...(r.message !== undefined ? { message: r.message } : {}),
+                    },
+                  },
+                },
+              ],
+            },
+          },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      await sleep(delay);
+      const cur = await readPod(o.core, pod);
+      if (!cur || cur.metadata?.deletionTimestamp) return r; // the job controller gave up on this pod
+    }
+  };
+}
+
+/** Force-deletes (grace 0) the pods of `namespace` bound to `node`: what a kubelet does after killing them. */
+export async function reapPods(core: CoreV1Api, namespace: string, node: string): Promise<number> {
+  const pods = await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` });
+  let n = 0;
+  for (const p of pods.items) {
+    try {
+      await core.deleteNamespacedPod({ name: p.metadata?.name ?? '', namespace, gracePeriodSeconds: 0 });
+      n++;
+    } catch (err) {
+      if (apiStatus(err) !== 404) throw err;
+    }
+  }
+  return n;
+}
+
+/** PIDs whose full command line contains `pattern` (pgrep -f), minus this process. */
+export function pgrep(pattern: string): number[] {
+  try {
+    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l !== '')
+      .map(Number)
+      .filter((pid) => pid !== process.pid);
+  } catch (err) {
+    if ((err as { status?: number }).status === 1) return [];
+    throw err;
+  }
+}
+
+/** State letter (R, S, Z, ...) and parent PID of a process, or undefined when it is gone. */
+export function procState(pid: number): { state: string; ppid: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0] ?? '?', ppid: Number(rest[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Zombie processes whose parent is `ppid`. */
+export function zombieChildren(ppid: number): number[] {
+  const out: number[] = [];
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    const s = procState(Number(e));
+    if (s && s.ppid === ppid && s.state === 'Z') out.push(Number(e));
+  }
+  return out;
+}
+
+/** SIGKILLs each PID's process group (or the PID alone when it leads none); ignores the gone ones. */
+export function killGroups(pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+}
+
+/** Writes `data` at `offset` of a block device (or file), synchronously and flushed. */
+export function writeAt(device: string, offset: number, data: Buffer): void {
+  const fd = openSync(device, 'r+');
+  try {
+    writeSync(fd, data, 0, data.length, offset);
+  } finally {
+    closeSync(fd);
+  }
+  execFileSync('blockdev', ['--flushbufs', device]);
+}
+
+/** Reads `length` bytes at `offset` of a device, bypassing the page cache. */
+export function readAt(device: string, offset: number, length: number): Buffer {
+  execFileSync('blockdev', ['--flushbufs', device]);
+  const fd = openSync(device, 'r');
+  try {
+    const buf = Buffer.alloc(length);
+    const n = readSync(fd, buf, 0, length, offset);
+    return buf.subarray(0, n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Size of a block device in bytes. */
+export const deviceSize = (device: string): number => Number(execFileSync('blockdev', ['--getsize64', device], { encoding: 'utf8' }).trim());
+
+/** Filesystem/RAID/partition-table signatures on a device (wipefs --noheadings), one per line. */
+export function signatures(device: string): string[] {
+  return execFileSync('wipefs', ['--noheadings', '--no-act', device], { encoding: 'utf8' })
+    .split('\n')
+    .filter((l) => l.trim() !== '');
+}
+
+/** True when `path` is a mount point (mountpoint -q). */
+export function isMountPoint(path: string): boolean {
+  try {
+    execFileSync('mountpoint', ['-q', path]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Writes an executable bash script. */
+export function writeScript(path: string, lines: readonly string[]): string {
+  writeFileSync(path, ['#!/bin/bash', ...lines, ''].join('\n'));
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/** A StorageClass for static local volumes with reclaim Delete and Immediate binding. */
+export async function createImmediateClass(storage: StorageV1Api, name: string): Promise<void> {
+  await storage.createStorageClass({
+    body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'Immediate', reclaimPolicy: 'Delete' },
+  });
+}
+
+/** Events about this PV object (matched by UID: a rediscovered PV has the same name). */
+export async function pvEvents(core: CoreV1Api, pv: V1PersistentVolume): Promise<CoreV1Event[]> {
+  const evs = await core.listNamespacedEvent({ namespace: 'default' });
+  return evs.items.filter((e) => e.involvedObject.kind === 'PersistentVolume' && e.involvedObject.uid === pv.metadata?.uid);
+}
+
+/** Waits for an Event with this reason (and a message matching `pred`) about this PV object. */
+export function waitPVEvent(
+  core: CoreV1Api,
+  pv: V1PersistentVolume,
+  reason: string,
+  pred: (msg: string) => boolean = () => true,
+  timeoutMs = 30_000,
+): Promise<CoreV1Event> {
+  return waitFor(async () => (await pvEvents(core, pv)).find((e) => e.reason === reason && pred(e.message ?? '')), {
+    what: `a ${reason} event on PV ${pv.metadata?.name ?? ''}`,
+    timeoutMs,
+  });
+}
+
+/**
+ * Deletes the claim bound to `pv`, waits until the PV object is gone, then for the new PV that
+ * discovery creates for the same volume (same name, another UID) to be Available; returns it.
+ */
+export async function releaseAndRediscover(core: CoreV1Api, namespace: string, pv: V1PersistentVolume, claim: string, timeoutMs = 60_000): Promise<V1PersistentVolume> {
+  const name = pv.metadata?.name ?? '';
+  const uid = pv.metadata?.uid ?? '';
+  await core.deleteNamespacedPersistentVolumeClaim({ namespace, name: claim });
+  await waitPVGone(core, name, uid, timeoutMs);
+  const fresh = await waitPV(core, name, { notUid: uid });
+  return waitFor(
+    async () => {
+      const p = await readPV(core, name);
+      return p?.status?.phase === 'Available' && p.metadata?.uid === fresh.metadata?.uid ? p : undefined;
+    },
+    { what: `the rediscovered PV ${name} to be Available` },
+  );
+}
+
+/** Writes the config files into host/<dirName> and starts the daemon on it as the provisioner identity. */
+export async function startDaemon(
+  host: HostFixtures,
+  o: { nodeName: string; files: Record<string, string>; args?: readonly string[]; dirName?: string; logName?: string },
+): Promise<ProvisionerProcess> {
+  const cfg = host.mkdir(o.dirName ?? 'config');
+  for (const [k, v] of Object.entries(o.files)) writeFileSync(join(cfg, k), v);
+  return startProvisioner({
+    configDir: cfg,
+    nodeName: o.nodeName,
+    kubeconfig: inject('provisionerKubeconfig'),
+    port: await freePort(),
+    logFile: host.path(o.logName ?? 'provisioner.log'),
+    args: ['--discovery-period=1s', '--config-sync-period=1s', ...(o.args ?? [])],
+  });
+}
