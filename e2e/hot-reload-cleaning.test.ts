@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
 import { generatePVName } from '../src/discovery/naming.ts';
-import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
@@ -33,13 +32,14 @@ import {
   metric,
   PVWatch,
   releasePV,
+  startTestProvisioner,
   runLogLines,
   waitPV,
   waitPVGone,
   writeSlowBlockCleaner,
   type ConfigSpec,
 } from './support/hot-reload.ts';
-import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import type { ProvisionerProcess } from './support/provisioner.ts';
 
 const { kc, core, batch, storage } = adminClients();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -85,14 +85,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
     current = config(false, 'initial');
     await writer.write(configFiles(current));
     agent = startNodeAgent({ core, nodeName: node, namespace: 'kube-system', run: hostJobRunner(jobRuns), onError: () => undefined });
-    prov = startProvisioner({
-      configDir: writer.dir,
-      nodeName: node,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: host.path('provisioner.log'),
-      args: ['--discovery-period=1s', '--config-sync-period=500ms'],
-    });
+    prov = await startTestProvisioner(host, writer.dir, node, inject('provisionerKubeconfig'), ['--discovery-period=1s', '--config-sync-period=500ms']);
     await Promise.all(devices.map((_, i) => waitPV(core, generatePVName(`blk${i}`, node, blockClass))));
     watch = await PVWatch.start(kc, core, node);
   });

@@ -14,7 +14,6 @@ import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
 import { generatePVName } from '../src/discovery/naming.ts';
-import { freePort } from './harness/controlplane.ts';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
@@ -28,6 +27,7 @@ import {
   metric,
   readPV,
   releasePV,
+  startTestProvisioner,
   reloadMetric,
   restartsMetric,
   waitMetric,
@@ -36,7 +36,7 @@ import {
   type ClassSpec,
   type ConfigSpec,
 } from './support/hot-reload.ts';
-import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import type { ProvisionerProcess } from './support/provisioner.ts';
 
 const { core, storage } = adminClients();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -74,14 +74,7 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     writer = new AtomicWriter(host.mkdir('config'));
     current = { classes: { [clsA]: cls(clsA, { fsType: 'ext4' }), [clsC]: cls(clsC) }, labelsForPV: { team: 'one' } };
     await write(current);
-    prov = startProvisioner({
-      configDir: writer.dir,
-      nodeName: node,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: host.path('provisioner.log'),
-      args: ['--discovery-period=1s', '--config-sync-period=500ms'],
-    });
+    prov = await startTestProvisioner(host, writer.dir, node, inject('provisionerKubeconfig'), ['--discovery-period=1s', '--config-sync-period=500ms']);
     pid = prov.child.pid ?? 0;
   });
 

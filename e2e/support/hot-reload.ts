@@ -7,9 +7,11 @@ import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { freePort } from '../harness/controlplane.ts';
 import { apiStatus, waitFor } from '../harness/kube.ts';
 import type { RunResult } from '../harness/node-agent.ts';
-import { metricValue, type ProvisionerProcess } from './provisioner.ts';
+import type { HostFixtures } from './host.ts';
+import { metricValue, startProvisioner, type ProvisionerProcess } from './provisioner.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
 
@@ -49,6 +51,14 @@ export function configFiles(c: ConfigSpec): Record<string, string> {
   if (c.useJobForCleaning !== undefined) files['useJobForCleaning'] = c.useJobForCleaning ? 'true' : 'false';
   files['useNodeNameOnly'] = (c.useNodeNameOnly ?? true) ? 'true' : 'false';
   return files;
+}
+
+/**
+ * Starts the daemon for a test file: config dir `configDir`, logs in the fixture dir, the
+ * restricted provisioner identity, a free port, and `args` (periods).
+ */
+export async function startTestProvisioner(host: HostFixtures, configDir: string, nodeName: string, kubeconfig: string, args: string[]): Promise<ProvisionerProcess> {
+  return startProvisioner({ configDir, nodeName, kubeconfig, port: await freePort(), logFile: host.path('provisioner.log'), args });
 }
 
 /** Creates a StorageClass for static local volumes (reclaim Delete, WaitForFirstConsumer). */
