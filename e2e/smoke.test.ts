@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ComponentStartError, startControlPlane, sweepStaleControlPlanes, type ControlPlaneOptions } from './harness/controlplane.ts';
 import { adminClients, apiStatus, clientsFor, provisionerClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
-import { pgrep } from './support/cleanup.ts';
+import { pgrep } from './harness/procs.ts';
 
 const admin = adminClients();
 const { core, batch, storage } = admin;
