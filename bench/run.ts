@@ -1,0 +1,62 @@
+// `npm run bench`: every benchmark in one run, on one control plane and one set
+// of mounts (docs/performance.md explains each). Results go to stdout as
+// markdown (progress to stderr); --json FILE also writes the raw numbers.
+// Needs root (tmpfs mounts). Ctrl-C cleans up.
+//
+//   npm run bench [-- --volumes 500 --foreign 5000 --swaps 50 --poll-ms 1000 --json out.json]
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { discoveryScale } from './discovery-scale.ts';
+import { informerScale } from './informer-scale.ts';
+import { controlPlaneTable, log, machine, mountVolumes, printSection, withBench, type Section } from './lib.ts';
+import { reloadLatency } from './reload-latency.ts';
+import { steadyState } from './steady-state.ts';
+
+const { values } = parseArgs({
+  options: {
+    volumes: { type: 'string', default: '500' },
+    foreign: { type: 'string', default: '5000' },
+    swaps: { type: 'string', default: '50' },
+    loops: { type: 'string', default: '10' },
+    'poll-ms': { type: 'string', default: '1000' },
+    json: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (values.help) {
+  process.stdout.write(
+    'usage: npm run bench [-- --volumes N --foreign N --swaps N --loops N --poll-ms N --json FILE]\n' +
+      '  Runs discovery-scale, steady-state, reload-latency and informer-scale on one real control plane (needs root).\n' +
+      '  LSP_TESTPLANE_BINARY=path skips the control-plane build check.\n',
+  );
+  process.exit(0);
+}
+const volumes = Number(values.volumes);
+const t0 = performance.now();
+const sections: Section[] = [];
+const emit = (s: Section): void => {
+  sections.push(s);
+  printSection(s);
+};
+
+process.stdout.write(`# local-static-provisioner benchmarks\n\n${new Date().toISOString()}; ${machine()}\n`);
+await withBench({ name: 'all' }, async (b) => {
+  emit({ title: 'Control plane (start-up)', markdown: controlPlaneTable(b.cpStartStats), data: b.cpStartStats });
+  log(`mounting ${volumes} tmpfs volumes`);
+  const tm = performance.now();
+  mountVolumes(b, volumes);
+  log(`mounted in ${((performance.now() - tm) / 1000).toFixed(1)} s`);
+
+  const disc = await discoveryScale(b, volumes);
+  emit(disc.section);
+  emit(await steadyState(disc.daemon, { volumes, loops: Number(values.loops) }));
+  emit(await reloadLatency(b, disc.daemon, { swaps: Number(values.swaps), pollMs: Number(values['poll-ms']) }));
+  await disc.daemon.stop();
+  emit(await informerScale(b, { foreign: Number(values.foreign), volumes }));
+});
+const totalS = (performance.now() - t0) / 1000;
+process.stdout.write(`\nTotal bench time: ${totalS.toFixed(0)} s (including control-plane start and cleanup).\n`);
+if (values.json !== undefined) {
+  writeFileSync(values.json, `${JSON.stringify({ machine: machine(), totalS, sections: sections.map((s) => ({ title: s.title, data: s.data })) }, null, 2)}\n`);
+  log(`raw numbers written to ${values.json}`);
+}
