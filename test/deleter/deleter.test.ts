@@ -1,3 +1,4 @@
+import { testConfig } from '../support/config.ts';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,20 +39,7 @@ function classConfig(over: Partial<ClassConfig> = {}): ClassConfig {
 }
 
 function config(over: Partial<ProvisionerConfig> = {}, cls: ClassConfig = classConfig()): ProvisionerConfig {
-  return {
-    storageClassMap: { sc1: cls },
-    nodeLabelsForPV: [],
-    useAlphaAPI: false,
-    useJobForCleaning: false,
-    jobTolerations: [],
-    minResyncPeriodMs: 300_000,
-    useNodeNameOnly: false,
-    labelsForPV: {},
-    setPVOwnerRef: false,
-    removeNodeNotReadyTaint: false,
-    provisionerNotReadyNodeTaintKey: '',
-    ...over,
-  };
+  return testConfig({ sc1: cls }, over);
 }
 
 function makeDeleter(over: Partial<DeleterOptions> = {}): Deleter {

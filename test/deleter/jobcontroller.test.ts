@@ -1,3 +1,4 @@
+import { testConfig } from '../support/config.ts';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -223,19 +224,7 @@ describe('Deleter + JobController', () => {
       const mountDir = join(tmp, 'discovery');
       mkdirSync(join(mountDir, 'pv1'), { recursive: true });
       const cls = { hostDir: '/mnt/disks', mountDir, blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem' as const, namePattern: '*' };
-      const config = {
-        storageClassMap: { sc1: cls },
-        nodeLabelsForPV: [],
-        useAlphaAPI: false,
-        useJobForCleaning: true,
-        jobTolerations: [],
-        minResyncPeriodMs: 300_000,
-        useNodeNameOnly: false,
-        labelsForPV: {},
-        setPVOwnerRef: false,
-        removeNodeNotReadyTaint: false,
-        provisionerNotReadyNodeTaintKey: '',
-      };
+      const config = testConfig({ sc1: cls }, { useJobForCleaning: true });
       fake.put('persistentvolumes', makePV('pv1'));
       const jc = makeController();
       jc.start();

@@ -1,3 +1,4 @@
+import { testConfig } from '../support/config.ts';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -84,20 +85,7 @@ function cls(name: string, over: Partial<ClassConfig> = {}): ClassConfig {
 }
 
 function config(map: Record<string, ClassConfig>, over: Partial<ProvisionerConfig> = {}): ProvisionerConfig {
-  return {
-    storageClassMap: map,
-    nodeLabelsForPV: ['zone'],
-    useAlphaAPI: false,
-    useJobForCleaning: false,
-    jobTolerations: [],
-    minResyncPeriodMs: 300_000,
-    useNodeNameOnly: false,
-    labelsForPV: {},
-    setPVOwnerRef: false,
-    removeNodeNotReadyTaint: false,
-    provisionerNotReadyNodeTaintKey: '',
-    ...over,
-  };
+  return testConfig(map, { nodeLabelsForPV: ['zone'], ...over });
 }
 
 function discoverer(cfg: ProvisionerConfig, over: Partial<DiscovererOptions> = {}): Discoverer {
