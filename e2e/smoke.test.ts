@@ -1,13 +1,20 @@
 // Smoke tests of the e2e control plane itself: each runs against the real etcd, kube-apiserver
 // and kube-controller-manager started by e2e/harness/global-setup.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AuthenticationV1Api, type V1Job, type V1ResourceAttributes } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ComponentStartError, startControlPlane, sweepStaleControlPlanes, type ControlPlaneOptions } from './harness/controlplane.ts';
+import {
+  ComponentStartError,
+  freePort,
+  startControlPlane,
+  sweepStaleControlPlanes,
+  type ControlPlaneOptions,
+} from './harness/controlplane.ts';
 import { adminClients, apiStatus, clientsFor, provisionerClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { pgrep } from './harness/procs.ts';
@@ -279,10 +286,28 @@ describe('restricted provisioner identity', () => {
 describe('harness lifecycle', () => {
   const binary = inject('binary');
 
-  it('a second control plane runs, reports stats and a crash, and leaves no process or temp dir behind', async () => {
-    const cp = await startControlPlane({ binary, controllerManager: false, log: () => undefined });
+  it('a second control plane: picks other ports when one is taken, reports stats and a crash, leaves no process or temp dir behind', async () => {
+    // The first port handed out is taken: etcd fails to bind it and is restarted on other ports.
+    const busy = createServer();
+    await new Promise<void>((res) => busy.listen(0, '127.0.0.1', res));
+    const busyPort = (busy.address() as AddressInfo).port;
+    let handedOutBusy = false;
+    const pickPort = (): Promise<number> => {
+      if (handedOutBusy) return freePort();
+      handedOutBusy = true;
+      return Promise.resolve(busyPort);
+    };
+    const logs: string[] = [];
+    const cp = await startControlPlane({ binary, controllerManager: false, pickPort, log: (m) => logs.push(m) }).finally(
+      () => busy.close(),
+    );
     let stopped = false;
     try {
+      expect(logs).toContain('control plane: etcd: port in use, retrying with other ports');
+      const etcdLog = readFileSync(cp.logs.etcd!, 'utf8');
+      expect(etcdLog).toContain(`127.0.0.1:${busyPort}: bind: address already in use`);
+      expect(etcdLog).toContain('--- retry 2 with new ports ---');
+
       expect(cp.dir).not.toBe(inject('dir'));
       const running = pgrep(cp.dir);
       expect(running).toEqual(expect.arrayContaining([cp.pids.etcd, cp.pids['kube-apiserver']]));

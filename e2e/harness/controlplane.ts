@@ -45,6 +45,8 @@ export interface ControlPlaneOptions {
   readonly extraArgs?: Partial<Record<ComponentName, readonly string[]>>;
   /** Where the temp dir is created (default os.tmpdir()). */
   readonly tmpRoot?: string;
+  /** Picks a port (default freePort(); tests hand out a busy one to exercise the retry). */
+  readonly pickPort?: () => Promise<number>;
 }
 
 export interface ComponentStats {
@@ -384,6 +386,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const binary = opts.binary ?? (await ensureControlPlaneBinary({ log }));
   const timeoutMs = opts.readyTimeoutMs ?? 120_000;
   const extra = (c: ComponentName): readonly string[] => opts.extraArgs?.[c] ?? [];
+  const pickPort = opts.pickPort ?? freePort;
 
   installExitHooks();
   const tmpRoot = opts.tmpRoot ?? tmpdir();
@@ -434,7 +437,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     ready: (p: Running, ports: number[]) => Promise<void>,
   ): Promise<number[]> => {
     for (let attempt = 1; ; attempt++) {
-      const ports = await Promise.all(Array.from({ length: nPorts }, () => freePort()));
+      const ports = await Promise.all(Array.from({ length: nPorts }, () => pickPort()));
       const p = spawnComponent(binary, name, [...(await args(ports)), ...extra(name)], join(dir, `${name}.log`));
       procs.push(p);
       try {
