@@ -33,6 +33,17 @@ const { core, storage } = adminClients();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const SYNC_PERIOD_MS = 2000;
 
+/** kube_requests_total summed by "verb resource". */
+function requestCounts(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^local_volume_provisioner_kube_requests_total\{([^}]*)\} (\S+)$/gm)) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    const key = `${labels['verb'] ?? '?'} ${labels['resource'] ?? '?'}`;
+    out[key] = (out[key] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
 describe.skipIf(!isRoot())('hot reload: bursts and kubelet touches', () => {
   const host = new HostFixtures('lsp-hrb-');
   const node = uniqueName('hrb-node');
@@ -59,6 +70,28 @@ describe.skipIf(!isRoot())('hot reload: bursts and kubelet touches', () => {
   afterAll(async () => {
     await prov?.stop();
     host.cleanup();
+  });
+
+  it('one reload costs a handful of API requests: this node\'s cleanup Jobs are re-listed, PVs and StorageClasses are not', async () => {
+    await sleep(1500); // let start-up Events settle
+    const before = requestCounts(await prov!.metrics());
+    const applied0 = await metric(prov!, reloadMetric, { result: 'applied' });
+    await writer.write(configFiles(config({ burst: 'cost' })));
+    prov!.child.kill('SIGHUP');
+    await waitMetric(prov!, reloadMetric, { result: 'applied' }, (v) => v === applied0 + 1);
+    await sleep(2500); // the new generation's first passes and the ConfigReloaded Events
+    const after = requestCounts(await prov!.metrics());
+    const delta = Object.fromEntries(
+      Object.entries(after)
+        .map(([k, v]) => [k, v - (before[k] ?? 0)] as const)
+        .filter(([, v]) => v > 0),
+    );
+    console.log(`[hot-reload] API requests caused by one reload: ${JSON.stringify(delta)}`);
+    for (const k of Object.keys(delta)) expect(k).not.toMatch(/ (persistentvolumes|storageclasses|nodes)$/);
+    expect(delta['list jobs'] ?? 0).toBeLessThanOrEqual(1);
+    expect(delta['watch jobs'] ?? 0).toBeLessThanOrEqual(1);
+    // Jobs LIST + WATCH, and the ConfigReloaded Event on the Pod and on the Node.
+    expect(Object.values(delta).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(4);
   });
 
   it('a burst of 20 swaps in 2 s restarts the controller at most twice, and the last content wins', async () => {

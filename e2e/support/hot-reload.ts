@@ -55,10 +55,17 @@ export function configFiles(c: ConfigSpec): Record<string, string> {
 
 /**
  * Starts the daemon for a test file: config dir `configDir`, logs in the fixture dir, the
- * restricted provisioner identity, a free port, and `args` (periods).
+ * restricted provisioner identity, a free port, `args` (periods) and extra `env`.
  */
-export async function startTestProvisioner(host: HostFixtures, configDir: string, nodeName: string, kubeconfig: string, args: string[]): Promise<ProvisionerProcess> {
-  return startProvisioner({ configDir, nodeName, kubeconfig, port: await freePort(), logFile: host.path('provisioner.log'), args });
+export async function startTestProvisioner(
+  host: HostFixtures,
+  configDir: string,
+  nodeName: string,
+  kubeconfig: string,
+  args: string[],
+  env?: Record<string, string>,
+): Promise<ProvisionerProcess> {
+  return startProvisioner({ configDir, nodeName, kubeconfig, port: await freePort(), logFile: host.path('provisioner.log'), args, ...(env ? { env } : {}) });
 }
 
 /** Creates a StorageClass for static local volumes (reclaim Delete, WaitForFirstConsumer). */
