@@ -13,6 +13,7 @@ import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import {
   createImmediateClass,
+  keepLogs,
   deviceSize,
   isMountPoint,
   pgrep,
@@ -110,6 +111,7 @@ describe.skipIf(!isRoot())('deleter: in-process cleaning on real mounts and loop
     } catch {
       /* best effort */
     }
+    keepLogs(host, node, ['provisioner.log', 'fail-runs.log', 'hang-runs.log']);
     host.cleanup();
   });
 

@@ -5,7 +5,7 @@
 // pod re-creation backoff), process lookups (pgrep, zombies), block-device
 // reads/writes and shell-script fixtures.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, openSync, readFileSync, readdirSync, readSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CoreV1Event, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { inject } from 'vitest';
@@ -284,4 +284,12 @@ export async function startDaemon(
     logFile: host.path(o.logName ?? 'provisioner.log'),
     args: ['--discovery-period=1s', '--config-sync-period=1s', ...(o.args ?? [])],
   });
+}
+
+/** With LSP_E2E_KEEP_LOGS=<dir>, copies these files of the fixture root there (prefixed) before cleanup. */
+export function keepLogs(host: HostFixtures, prefix: string, names: readonly string[]): void {
+  const dir = process.env['LSP_E2E_KEEP_LOGS'];
+  if (!dir) return;
+  mkdirSync(dir, { recursive: true });
+  for (const n of names) if (existsSync(host.path(n))) copyFileSync(host.path(n), join(dir, `${prefix}-${n}`));
 }
