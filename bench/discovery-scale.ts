@@ -12,14 +12,13 @@ import {
   log,
   mib,
   kibToMib,
-  mountVolumes,
   printSection,
   PVWatch,
   secs,
   sumOf,
   table,
   waitControllerStarted,
-  withBench,
+  standalone,
   controlPlaneTable,
   type Bench,
   type Daemon,
@@ -155,9 +154,7 @@ export async function discoveryScale(b: Bench, volumes: number): Promise<{ secti
 if (import.meta.main) {
   const { values } = parseArgs({ options: { volumes: { type: 'string', default: '500' } } });
   const volumes = Number(values.volumes);
-  await withBench({ name: 'discovery' }, async (b) => {
-    log(`mounting ${volumes} tmpfs volumes`);
-    mountVolumes(b, volumes);
+  await standalone('discovery', volumes, async (b) => {
     const { section } = await discoveryScale(b, volumes);
     printSection(section);
     printSection({ title: 'Control plane (start-up)', markdown: controlPlaneTable(b.cpStartStats), data: b.cpStartStats });

@@ -14,19 +14,20 @@ import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { discoveryRun } from './discovery-scale.ts';
 import {
   controlPlaneTable,
+  forceGC,
+  INSPECTABLE_ENV,
   groupBy,
   kibToMib,
   log,
   median,
   mib,
-  mountVolumes,
   printSection,
   REQUESTS,
   sleep,
   sumOf,
   table,
   waitControllerStarted,
-  withBench,
+  standalone,
   type Bench,
   type Daemon,
   type Section,
@@ -37,13 +38,19 @@ export interface MemSample {
   readonly rssKiB: number;
   readonly hwmKiB: number;
   readonly heapUsedBytes: number;
+  /** VmRSS and heap used right after a forced full GC (inspector), i.e. what is retained. */
+  readonly gcRssKiB: number;
+  readonly gcHeapUsedBytes: number;
   /** PV requests by verb since the daemon started. */
   readonly pvRequests: Record<string, number>;
   /** Objects in the PV informer's cache (its "informer synced" debug line), if logged. */
   readonly cachedPVs: number | undefined;
 }
 
-/** Median of `n` samples, 1 s apart, of the daemon's VmRSS and heap; VmHWM of the last. */
+/**
+ * Median of `n` samples, 1 s apart, of the daemon's VmRSS and heap; VmHWM of the last; then VmRSS
+ * and heap after a forced full GC.
+ */
 export async function sampleMemory(d: Daemon, phase: string, n = 5): Promise<MemSample> {
   const rss: number[] = [];
   const heap: number[] = [];
@@ -64,6 +71,9 @@ export async function sampleMemory(d: Daemon, phase: string, n = 5): Promise<Mem
     REQUESTS,
     ['verb'],
   );
+  await forceGC(d);
+  const gcMetrics = await d.metrics();
+  const gcMem = d.mem();
   const synced = d.proc
     .logLines()
     .filter((l) => l['msg'] === 'informer synced' && l['resource'] === 'persistentvolumes')
@@ -73,6 +83,8 @@ export async function sampleMemory(d: Daemon, phase: string, n = 5): Promise<Mem
     rssKiB: median(rss),
     hwmKiB: hwm,
     heapUsedBytes: median(heap),
+    gcRssKiB: gcMem?.rssKiB ?? NaN,
+    gcHeapUsedBytes: sumOf(gcMetrics, 'nodejs_heap_size_used_bytes'),
     pvRequests: Object.fromEntries(pv),
     cachedPVs: typeof synced === 'number' ? synced : undefined,
   };
@@ -115,7 +127,7 @@ export async function createForeignPVs(b: Bench, n: number, concurrency = 32): P
 
 export async function informerScale(b: Bench, o: { foreign: number; volumes: number }): Promise<Section> {
   log('informer: fresh daemon without foreign PVs');
-  const d1 = await b.startDaemon({ tag: 'without-foreign' });
+  const d1 = await b.startDaemon({ tag: 'without-foreign', env: { ...INSPECTABLE_ENV } });
   await waitControllerStarted(d1);
   await sleep(5000);
   const without = await sampleMemory(d1, `fresh daemon, ${o.volumes} own PVs, no foreign PVs`);
@@ -126,7 +138,7 @@ export async function informerScale(b: Bench, o: { foreign: number; volumes: num
   const watched = await sampleMemory(d1, `same daemon after ${o.foreign} foreign PVs arrived by watch`);
   await d1.stop();
   log('informer: fresh daemon with the foreign PVs present');
-  const d2 = await b.startDaemon({ tag: 'with-foreign' });
+  const d2 = await b.startDaemon({ tag: 'with-foreign', env: { ...INSPECTABLE_ENV } });
   await waitControllerStarted(d2);
   await sleep(5000);
   const withForeign = await sampleMemory(d2, `fresh daemon, ${o.volumes} own + ${o.foreign} foreign PVs`);
@@ -138,6 +150,8 @@ export async function informerScale(b: Bench, o: { foreign: number; volumes: num
     kibToMib(s.rssKiB),
     kibToMib(s.hwmKiB),
     mib(s.heapUsedBytes),
+    kibToMib(s.gcRssKiB),
+    mib(s.gcHeapUsedBytes),
     s.cachedPVs ?? 'n/a',
     Object.entries(s.pvRequests)
       .map(([k, v]) => `${k} ${v}`)
@@ -145,13 +159,21 @@ export async function informerScale(b: Bench, o: { foreign: number; volumes: num
   ]);
   const dRss = (withForeign.rssKiB - without.rssKiB) / 1024;
   const dHeap = (withForeign.heapUsedBytes - without.heapUsedBytes) / 1024 / 1024;
+  const dGcHeap = (withForeign.gcHeapUsedBytes - without.gcHeapUsedBytes) / 1024 / 1024;
+  const dHwm = (withForeign.hwmKiB - without.hwmKiB) / 1024;
+  const sign = (x: number): string => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
   const markdown = [
     `${o.foreign} PVs of 100 other nodes created by the admin (32 requests in flight: ${(createMs / 1000).toFixed(1)} s,`,
-    `${((o.foreign / createMs) * 1000).toFixed(0)} PVs/s). VmRSS and heap are medians of 5 samples 1 s apart, taken 5 s after the controller started.`,
+    `${((o.foreign / createMs) * 1000).toFixed(0)} PVs/s). VmRSS and heap are medians of 5 samples 1 s apart, taken 5 s after the controller started;`,
+    'then a full GC is forced through the inspector (the daemons run with `NODE_OPTIONS=--inspect=127.0.0.1:0`) and both are read again.',
     '',
-    table(['daemon', 'VmRSS (MiB)', 'VmHWM (MiB)', 'heap used (MiB)', 'PVs in its cache', 'PV requests (since start)'], rows),
+    table(
+      ['daemon', 'VmRSS (MiB)', 'VmHWM (MiB)', 'heap used (MiB)', 'VmRSS after GC (MiB)', 'heap used after GC (MiB)', 'PVs in its cache', 'PV requests (since start)'],
+      rows,
+    ),
     '',
-    `Fresh daemon with vs without the ${o.foreign} foreign PVs: VmRSS ${dRss >= 0 ? '+' : ''}${dRss.toFixed(1)} MiB, heap used ${dHeap >= 0 ? '+' : ''}${dHeap.toFixed(1)} MiB.`,
+    `Fresh daemon with vs without the ${o.foreign} foreign PVs: VmRSS ${sign(dRss)} MiB, VmHWM ${sign(dHwm)} MiB, heap used ${sign(dHeap)} MiB` +
+      ` before GC, **${sign(dGcHeap)} MiB after a full GC** (retained).`,
     '',
     `Control plane after the run (${o.volumes + o.foreign} PVs in etcd):`,
     '',
@@ -163,9 +185,7 @@ export async function informerScale(b: Bench, o: { foreign: number; volumes: num
 if (import.meta.main) {
   const { values } = parseArgs({ options: { volumes: { type: 'string', default: '500' }, foreign: { type: 'string', default: '5000' } } });
   const volumes = Number(values.volumes);
-  await withBench({ name: 'informer' }, async (b) => {
-    log(`mounting ${volumes} tmpfs volumes`);
-    mountVolumes(b, volumes);
+  await standalone('informer', volumes, async (b) => {
     const { daemon } = await discoveryRun(b, { label: 'our defaults', volumes });
     await daemon.stop();
     printSection(await informerScale(b, { foreign: Number(values.foreign), volumes }));

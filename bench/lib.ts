@@ -7,6 +7,7 @@
 // watch that timestamps when each PV appears in the API.
 //
 // Benchmarks measure and print; they never assert timings.
+import { execFileSync } from 'node:child_process';
 import { openSync, readSync, closeSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, StorageV1Api, Watch, type V1PersistentVolume } from '@kubernetes/client-node';
@@ -318,9 +319,14 @@ export interface Bench {
   /** Writes the ConfigMap (kubelet swap) with labelsForPV = the own label plus `extraLabels`. */
   writeConfig(extraLabels?: Record<string, string>): Promise<void>;
   /** Starts the daemon (node src/main.ts) as the restricted identity. */
-  startDaemon(opts: { tag: string; args?: readonly string[] }): Promise<Daemon>;
+  startDaemon(opts: { tag: string; args?: readonly string[]; env?: Record<string, string> }): Promise<Daemon>;
   /** Registers a cleanup (run in reverse order at the end, on error and on signals). */
   defer(fn: () => void | Promise<void>): void;
+  /**
+   * Mounts a tmpfs of `sizeMiB` at each path (created if needed) with one shell, much faster than
+   * one spawn per mount; every path is unmounted by the teardown (one umount call) and on exit.
+   */
+  mountTmpfs(paths: readonly string[], sizeMiB: number): void;
 }
 
 export const OWN_LABEL = 'lsp-bench/node';
@@ -342,6 +348,25 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
   const daemons = new Set<Daemon>();
   let host: HostFixtures | undefined;
   let cp: ControlPlane | undefined;
+  const mounts: string[] = [];
+  const unmountAll = (): void => {
+    if (mounts.length === 0) return;
+    const paths = mounts.splice(0);
+    try {
+      execFileSync('umount', paths, { stdio: 'ignore' });
+    } catch {
+      // Some failed (busy, or never mounted): lazily unmount whatever is still mounted.
+      const still = new Set(readFileSync('/proc/self/mounts', 'utf8').split('\n').map((l) => l.split(' ')[1]));
+      for (const p of paths) {
+        if (!still.has(p)) continue;
+        try {
+          execFileSync('umount', ['-l', p], { stdio: 'ignore' });
+        } catch {
+          /* gone */
+        }
+      }
+    }
+  };
   let tearing: Promise<void> | undefined;
   const teardown = (): Promise<void> => {
     tearing ??= (async () => {
@@ -354,6 +379,7 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
           log(`cleanup step failed: ${String(e)}`);
         }
       }
+      unmountAll();
       host?.cleanup();
       await cp?.stop();
       log('cleanup done');
@@ -372,6 +398,7 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
         /* gone */
       }
     }
+    unmountAll();
     host?.cleanup();
   };
   process.on('SIGINT', onSignal);
@@ -430,12 +457,26 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
       cpStartStats,
       writeConfig,
       defer: (f) => cleanups.push(f),
+      mountTmpfs(paths, sizeMiB) {
+        mounts.push(...paths);
+        execFileSync('sh', ['-ec', `for p in "$@"; do mkdir -p "$p"; mount -t tmpfs -o size=${sizeMiB}m lsp-bench "$p"; done`, 'sh', ...paths], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+      },
       async startDaemon(o) {
         const port = await freePort();
         const logFile = h.path(`daemon-${++n}-${o.tag}.log`);
         const args = ['--discovery-period=1s', ...(o.args ?? [])];
         const spawnedAt = Date.now();
-        const proc = startProvisioner({ configDir, nodeName, kubeconfig: b.cp.provisionerKubeconfig, port, logFile, args });
+        const proc = startProvisioner({
+          configDir,
+          nodeName,
+          kubeconfig: b.cp.provisionerKubeconfig,
+          port,
+          logFile,
+          args,
+          ...(o.env ? { env: o.env } : {}),
+        });
         const pid = proc.child.pid ?? 0;
         const d: Daemon = {
           proc,
@@ -465,13 +506,18 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
 
 /** Mounts `n` tmpfs volumes (size=1m) under b.mountDir; returns their names. */
 export function mountVolumes(b: Bench, n: number): string[] {
-  const names: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const name = `vol${String(i).padStart(4, '0')}`;
-    b.host.tmpfs(1, 'disks', name);
-    names.push(name);
-  }
+  const names = Array.from({ length: n }, (_, i) => `vol${String(i).padStart(4, '0')}`);
+  b.mountTmpfs(names.map((x) => join(b.mountDir, x)), 1);
   return names;
+}
+
+/** A benchmark file run alone: a fresh environment with `volumes` mounts (no PVs yet). */
+export function standalone(name: string, volumes: number, fn: (b: Bench) => Promise<void>): Promise<void> {
+  return withBench({ name }, async (b) => {
+    log(`mounting ${volumes} tmpfs volumes`);
+    mountVolumes(b, volumes);
+    await fn(b);
+  });
 }
 
 /** Deletes every PV carrying this node's bench label and waits until the API has none left. */
@@ -494,6 +540,38 @@ export function waitControllerStarted(d: Daemon, gen = 1, timeoutMs = 120_000): 
     timeoutMs,
     25,
   );
+}
+
+/** NODE_OPTIONS for a daemon whose heap forceGC() can collect: the inspector on a free loopback port. */
+export const INSPECTABLE_ENV: Readonly<Record<string, string>> = { NODE_OPTIONS: '--inspect=127.0.0.1:0' };
+
+/**
+ * Runs a full garbage collection in a daemon started with INSPECTABLE_ENV, through the inspector
+ * protocol (HeapProfiler.collectGarbage), so heap numbers taken next show retained memory only.
+ */
+export async function forceGC(d: Daemon, timeoutMs = 30_000): Promise<void> {
+  const url = /Debugger listening on (ws:\/\/\S+)/.exec(d.proc.logs())?.[1];
+  if (url === undefined) throw new Error('the daemon has no inspector (start it with INSPECTABLE_ENV)');
+  const ws = new WebSocket(url);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer to HeapProfiler.collectGarbage within ${timeoutMs} ms`)), timeoutMs);
+      ws.addEventListener('open', () => ws.send(JSON.stringify({ id: 1, method: 'HeapProfiler.collectGarbage' })));
+      ws.addEventListener('message', (ev) => {
+        const msg = JSON.parse(String(ev.data)) as { id?: number; error?: { message?: string } };
+        if (msg.id !== 1) return;
+        clearTimeout(timer);
+        if (msg.error) reject(new Error(`collectGarbage failed: ${msg.error.message ?? 'unknown'}`));
+        else resolve();
+      });
+      ws.addEventListener('error', () => {
+        clearTimeout(timer);
+        reject(new Error(`inspector connection to ${url} failed`));
+      });
+    });
+  } finally {
+    ws.close();
+  }
 }
 
 /** Markdown of the control plane's stats. */

@@ -28,13 +28,12 @@ import {
   groupBy,
   lineTime,
   log,
-  mountVolumes,
   printSection,
   REQUESTS,
   sleep,
   summarize,
   table,
-  withBench,
+  standalone,
   type Bench,
   type Daemon,
   type LogLine,
@@ -201,9 +200,7 @@ if (import.meta.main) {
     options: { volumes: { type: 'string', default: '500' }, swaps: { type: 'string', default: '50' }, 'poll-ms': { type: 'string', default: '1000' } },
   });
   const volumes = Number(values.volumes);
-  await withBench({ name: 'reload' }, async (b) => {
-    log(`mounting ${volumes} tmpfs volumes`);
-    mountVolumes(b, volumes);
+  await standalone('reload', volumes, async (b) => {
     const { daemon } = await discoveryRun(b, { label: 'our defaults', volumes });
     printSection(await reloadLatency(b, daemon, { swaps: Number(values.swaps), pollMs: Number(values['poll-ms']) }));
   });

@@ -8,7 +8,7 @@
 //   node bench/steady-state.ts [--volumes N] [--loops N]
 import { parseArgs } from 'node:util';
 import { discoveryRun } from './discovery-scale.ts';
-import { delta, groupBy, log, mountVolumes, printSection, REQUESTS, sleep, sumOf, table, withBench, type Daemon, type Section } from './lib.ts';
+import { delta, groupBy, log, printSection, REQUESTS, sleep, standalone, sumOf, table, type Daemon, type Section } from './lib.ts';
 
 export interface SteadyState {
   readonly loops: number;
@@ -62,9 +62,7 @@ export async function steadyState(d: Daemon, o: { loops?: number; periodMs?: num
 if (import.meta.main) {
   const { values } = parseArgs({ options: { volumes: { type: 'string', default: '500' }, loops: { type: 'string', default: '10' } } });
   const volumes = Number(values.volumes);
-  await withBench({ name: 'steady' }, async (b) => {
-    log(`mounting ${volumes} tmpfs volumes`);
-    mountVolumes(b, volumes);
+  await standalone('steady', volumes, async (b) => {
     const { daemon } = await discoveryRun(b, { label: 'our defaults', volumes });
     printSection(await steadyState(daemon, { volumes, loops: Number(values.loops) }));
   });
