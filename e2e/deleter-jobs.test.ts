@@ -276,12 +276,9 @@ describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job c
     expect(agentErrors).toEqual([]);
   });
 
-  // KNOWN BUG (src/deleter/jobcontroller.ts #failed): the failed-Job UID leaves the `reported` set
-  // right after the Job delete, so a Job update still queued or still in the informer cache is
-  // reported a second time: two Events, two retry counts, and the backoff doubles (30 s -> 60 s)
-  // for a single failure. It is a race (seen in 2 of 3 runs), so this check is opt-in until it
-  // is fixed: LSP_E2E_KNOWN_BUGS=1. Remove the condition with the fix.
-  it.skipIf(!process.env['LSP_E2E_KNOWN_BUGS'])('reports a failed Job exactly once: one Event, one retry count, one backoff step', () => {
+  // The failed Job's uid is remembered until the informer reports the Job deleted, so a queued
+  // update of the same Job is not a second failure (one Event, one retry, one backoff step).
+  it('reports a failed Job exactly once: one Event, one retry count, one backoff step', () => {
     expect(firstFailure).toEqual({ retries: 1, failedDeletes: 1, logLines: 1, events: 1 });
   });
 });

@@ -13,6 +13,7 @@ export interface Options {
   discoveryPeriodMs: number;
   configSyncPeriodMs: number;
   configDir: string;
+  stateDir: string;
   kubeApiQps: number;
   kubeApiBurst: number;
   hotReload: boolean;
@@ -45,6 +46,9 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --discovery-period DUR       time between discovery and cleanup passes (default 10s)
   --config-sync-period DUR     how often the config directory is checked (default 5s)
   --config-dir DIR             the mounted ConfigMap (default "${DEFAULT_CONFIG_DIR}")
+  --state-dir DIR              small runtime state: the running block cleaners, so a restarted
+                               daemon can stop those of one that was killed (default
+                               "/run/local-volume-provisioner")
   --kube-api-qps N             API client rate limit, requests per second (default ${DEFAULT_QPS})
   --kube-api-burst N           API client burst (default ${DEFAULT_BURST})
   --hot-reload=BOOL            apply config changes in place (default true); when false a
@@ -110,6 +114,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'discovery-period': { type: 'string', default: '10s' },
       'config-sync-period': { type: 'string', default: '5s' },
       'config-dir': { type: 'string', default: DEFAULT_CONFIG_DIR },
+      'state-dir': { type: 'string', default: '/run/local-volume-provisioner' },
       'kube-api-qps': { type: 'string', default: String(DEFAULT_QPS) },
       'kube-api-burst': { type: 'string', default: String(DEFAULT_BURST) },
       'hot-reload': { type: 'string', default: 'true' },
@@ -130,6 +135,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     discoveryPeriodMs: parseDur('discovery-period', values['discovery-period']),
     configSyncPeriodMs: parseDur('config-sync-period', values['config-sync-period']),
     configDir: values['config-dir'],
+    stateDir: values['state-dir'],
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),
     hotReload: parseBool('hot-reload', values['hot-reload']),

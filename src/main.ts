@@ -9,6 +9,7 @@ import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
 import { DEFAULT_JOB_FAILURE_BACKOFF } from './deleter/jobcontroller.ts';
+import { CleanerRegistry } from './deleter/orphans.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
 import { HELP, parseOptions, type Options } from './flags.ts';
@@ -74,6 +75,9 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   const node = await getNodeWithRetry(kube, opts.nodeName, logger, stopping.signal);
   const nodeUid = node.metadata?.uid ?? '';
   const recorder = createEventRecorder(kube, { component: 'local-volume-provisioner', host: opts.nodeName, logger });
+  const cleanerRegistry = new CleanerRegistry(opts.stateDir, logger);
+  const reaped = cleanerRegistry.reapOrphans();
+  if (reaped > 0) logger.warn({ reaped }, 'stopped block cleaners left running by a previous daemon');
   const procTable = new ProcTable();
   metrics.registerProcTable(() => procTable.stats());
 
@@ -123,6 +127,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     cleanRetryBackoff: new KeyedBackoff(DEFAULT_RETRY_BACKOFF),
     jobFailureBackoff: new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF),
     shutdown: stopping.signal,
+    cleanerRegistry,
   };
   const supervisor = new Supervisor({
     start: (config, ctx) => startController(pc, config, ctx),

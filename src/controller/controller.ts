@@ -14,6 +14,7 @@ import { PVCache } from '../cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
 import { JobController } from '../deleter/jobcontroller.ts';
+import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
 import { provisionerName } from '../discovery/naming.ts';
@@ -49,6 +50,7 @@ export interface ProcessContext {
   /** Process-scope retry state, so a config reload does not reset cleanup backoff. */
   readonly cleanRetryBackoff?: KeyedBackoff | undefined;
   readonly jobFailureBackoff?: KeyedBackoff | undefined;
+  readonly cleanerRegistry?: CleanerRegistry | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
   readonly shutdown?: AbortSignal | undefined;
 }
@@ -168,6 +170,7 @@ export async function startController(
     maxConcurrentCleans: pc.maxConcurrentCleans,
     retryBackoff: pc.cleanRetryBackoff,
     signal: pc.shutdown,
+    cleanerRegistry: pc.cleanerRegistry,
     mountInfoPath: pc.mountInfoPath,
     onChange: () => waker.kick(),
   });

@@ -184,6 +184,9 @@ export interface BlockCleanOptions {
   readonly maxLines?: number | undefined;
   /** Called for every output line (e.g. to log it). */
   readonly onLine?: ((stream: 'stdout' | 'stderr', line: string) => void) | undefined;
+  /** Told when the cleaner's process group starts and ends (see orphans.ts). */
+  readonly onSpawn?: ((pgid: number) => void) | undefined;
+  readonly onExit?: ((pgid: number) => void) | undefined;
 }
 
 /** Runs the block cleaner command; resolves with the outcome, never rejects. */
@@ -218,7 +221,7 @@ export async function cleanBlockDevice(opts: BlockCleanOptions): Promise<CleanRe
   if (file === undefined || file === '') return fail('the block cleaner command is empty');
   const timeoutMs = opts.timeoutMs ?? DEFAULT_CLEAN_TIMEOUT_MS;
   try {
-    const r = await execa(file, args, {
+    const sub = execa(file, args, {
       timeout: timeoutMs,
       killDescendants: true,
       forceKillAfterDelay: opts.forceKillAfterMs ?? DEFAULT_FORCE_KILL_AFTER_MS,
@@ -228,6 +231,11 @@ export async function cleanBlockDevice(opts: BlockCleanOptions): Promise<CleanRe
       stdout: { transform: collector('stdout') },
       stderr: { transform: collector('stderr') },
       reject: false,
+    });
+    const pgid = sub.pid;
+    if (pgid !== undefined) opts.onSpawn?.(pgid);
+    const r = await sub.finally(() => {
+      if (pgid !== undefined) opts.onExit?.(pgid);
     });
     const extra = { exitCode: r.exitCode, signal: r.signal, timedOut: r.timedOut };
     if (!r.failed) {

@@ -52,6 +52,7 @@ import {
 } from './common.ts';
 import { buildCleanupJob } from './job.ts';
 import type { JobStatus } from './jobcontroller.ts';
+import type { CleanerRegistry } from './orphans.ts';
 import type { ProcTable } from './proctable.ts';
 
 /** What the deleter needs of the job controller. */
@@ -92,6 +93,8 @@ export interface DeleterOptions {
   readonly retryBackoff?: KeyedBackoff | undefined;
   /** Window of repeated warnings (unsupported policy, vanished volume, unknown class). */
   readonly warnBackoff?: BackoffOptions | undefined;
+  /** Records running block cleaners so a restarted daemon can kill those of a dead one. */
+  readonly cleanerRegistry?: CleanerRegistry | undefined;
   /** Aborts running in-process cleans (process shutdown). */
   readonly signal?: AbortSignal | undefined;
   /** Seams for tests. */
@@ -383,6 +386,8 @@ export class Deleter {
           timeoutMs: this.#o.cleanTimeoutMs,
           signal: this.#o.signal,
           onLine: (stream, line) => this.#log.info({ pv: v.name, stream }, `Cleanup pv ${JSON.stringify(v.name)}: ${line}`),
+          onSpawn: (pgid) => this.#o.cleanerRegistry?.add(pgid, v.name, v.cls.blockCleanerCommand),
+          onExit: (pgid) => this.#o.cleanerRegistry?.remove(pgid),
         });
       }
     } catch (e) {

@@ -123,6 +123,7 @@ export class JobController implements CleanupTracker {
       add: enqueue,
       update: (_old, job) => enqueue(job),
       delete: (job) => {
+        if (job.metadata?.uid) this.#reported.delete(job.metadata.uid);
         enqueue(job);
       },
     });
@@ -268,7 +269,8 @@ export class JobController implements CleanupTracker {
       if (pv) this.#o.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, msg);
     }
     await this.#deleteJob(job);
-    this.#reported.delete(jobUid);
+    // The uid stays in #reported until the informer reports the Job deleted: an
+    // update of the same failed Job still queued must not count as a new failure.
     this.#o.onChange?.();
   }
 
