@@ -7,18 +7,19 @@
 //   and process_open_fds, are back at their baseline (small tolerance for the
 //   keep-alive sockets of our own /metrics scrapes);
 // - memory: process_resident_memory_bytes and V8 heap used, each sampled right
-//   after a full GC (a heap snapshot via --heapsnapshot-signal), grow by less
+//   after two full GCs (HeapProfiler.collectGarbage over the daemon's loopback
+//   inspector), grow by less
 //   than 30 MiB and 10 MiB;
 // - no child process left (pgrep -P);
 // - no PV created twice: every PV name alternates ADDED/DELETED in a watch, the
 //   number of creates equals the number of volume incarnations (initial +
 //   mounted + released-and-rediscovered), and no create failed.
-import { cpSync, existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
 import { generatePVName } from '../src/discovery/naming.ts';
+import { freePort } from './harness/controlplane.ts';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
@@ -41,7 +42,8 @@ import type { ProvisionerProcess } from './support/provisioner.ts';
 
 const { kc, core, storage } = adminClients();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const RELOADS = 200;
+// LSP_E2E_RELOADS: more reloads, to see whether memory grows with their number or levels off.
+const RELOADS = Number(process.env['LSP_E2E_RELOADS'] ?? 200);
 const WARMUP_RELOADS = 10;
 const INITIAL_VOLUMES = 6;
 
@@ -51,6 +53,7 @@ interface Sample {
   fds: number;
   rssBytes: number;
   heapUsedBytes: number;
+  externalBytes: number;
 }
 
 function sample(text: string): Sample {
@@ -66,21 +69,41 @@ function sample(text: string): Sample {
     fds: one('process_open_fds'),
     rssBytes: one('process_resident_memory_bytes'),
     heapUsedBytes: one('nodejs_heap_size_used_bytes'),
+    externalBytes: one('nodejs_external_memory_bytes'),
   };
 }
 
-/** Makes the daemon write a heap snapshot (full GC first), waits for it, then samples the metrics. */
-async function sampleAfterGC(p: ProvisionerProcess, dir: string): Promise<Sample> {
-  const before = new Set(readdirSync(dir));
-  p.child.kill('SIGUSR2');
-  const file = await waitFor(() => readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')), {
-    what: 'a heap snapshot',
-    timeoutMs: 30_000,
+/**
+ * Runs two full garbage collections in the daemon through its inspector (HeapProfiler.collectGarbage),
+ * then samples the metrics: memory is compared without the garbage V8 simply had not collected yet.
+ */
+async function sampleAfterGC(p: ProvisionerProcess, inspectorPort: number): Promise<Sample> {
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>;
+  const url = targets[0]?.webSocketDebuggerUrl;
+  if (!url) throw new Error('the daemon has no inspector target');
+  const ws = new WebSocket(url);
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error(`cannot connect to ${url}`));
   });
-  // Written synchronously by the main thread: once /metrics answers, the snapshot is complete.
-  const s = sample(await p.metrics());
-  if (!process.env['LSP_E2E_KEEP_LOGS']) rmSync(join(dir, file));
-  return s;
+  try {
+    for (let id = 1; id <= 2; id++) {
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error('HeapProfiler.collectGarbage timed out')), 30_000);
+        ws.onmessage = (m: MessageEvent) => {
+          if ((JSON.parse(String(m.data)) as { id?: number }).id === id) {
+            clearTimeout(t);
+            resolve();
+          }
+        };
+        ws.send(JSON.stringify({ id, method: 'HeapProfiler.collectGarbage' }));
+      });
+    }
+  } finally {
+    ws.close();
+  }
+  await sleep(500); // let the /metrics keep-alive socket and the inspector socket settle
+  return sample(await p.metrics());
 }
 
 const quantile = (xs: number[], q: number): number => {
@@ -97,7 +120,7 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
   let writer: AtomicWriter;
   let prov: ProvisionerProcess | undefined;
   let watch: PVWatch | undefined;
-  let snapshots = '';
+  let inspectorPort = 0;
   const volumes: string[] = [];
   const config = (round: number): ConfigSpec => ({ classes: { [cls]: { hostDir: dir, mountDir: dir } }, labelsForPV: { round: String(round % 2) } });
   const name = (vol: string): string => generatePVName(vol, node, cls);
@@ -113,11 +136,10 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
     writer = new AtomicWriter(host.mkdir('config'));
     await writer.write(configFiles(config(0)));
     watch = await PVWatch.start(kc, core, node);
-    // SIGUSR2 writes a heap snapshot, which runs a full GC first: memory is sampled after it, so
-    // garbage V8 has not collected yet does not count as growth.
-    snapshots = host.mkdir('heap');
+    // The inspector (loopback only) lets the test run a full GC before each memory sample.
+    inspectorPort = await freePort();
     prov = await startTestProvisioner(host, writer.dir, node, inject('provisionerKubeconfig'), ['--discovery-period=1s', '--config-sync-period=500ms'], {
-      NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshots}`,
+      NODE_OPTIONS: `--inspect=127.0.0.1:${inspectorPort}`,
     });
     await Promise.all(volumes.map((v) => waitPV(core, name(v))));
   });
@@ -126,7 +148,6 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
     watch?.stop();
     await prov?.stop();
     keepLog(host.path('provisioner.log'), 'hot-reload-stress');
-    if (process.env['LSP_E2E_KEEP_LOGS'] && snapshots) cpSync(snapshots, join(tmpdir(), 'lsp-e2e-hot-reload-stress-heap'), { recursive: true });
     host.cleanup();
   });
 
@@ -140,7 +161,7 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
     };
     for (let i = 0; i < WARMUP_RELOADS; i++) await reload();
     await sleep(3000);
-    const base = await sampleAfterGC(p, snapshots);
+    const base = await sampleAfterGC(p, inspectorPort);
 
     // Background churn: release one Available PV (with data on its volume) about every second,
     // and mount a new volume every third round.
@@ -194,7 +215,7 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
       { what: 'every volume to have an Available PV again', timeoutMs: 60_000 },
     );
     await sleep(3000);
-    const end = await sampleAfterGC(p, snapshots);
+    const end = await sampleAfterGC(p, inspectorPort);
 
     const restarts = await metric(p, restartsMetric);
     const creates = await metric(p, 'local_volume_provisioner_apiserver_requests_total', { method: 'create' });
@@ -211,7 +232,7 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
         `  handles ${base.handles} -> ${end.handles}, open fds ${base.fds} -> ${end.fds}`,
         `  active resources: ${resourceTypes.map((t) => `${t} ${base.resources[t] ?? 0} -> ${end.resources[t] ?? 0}`).join(', ')}`,
         `  RSS ${mib(base.rssBytes)} MiB -> ${mib(end.rssBytes)} MiB (${end.rssBytes >= base.rssBytes ? '+' : ''}${mib(end.rssBytes - base.rssBytes)} MiB), ` +
-          `heap used ${mib(base.heapUsedBytes)} -> ${mib(end.heapUsedBytes)} MiB`,
+          `heap used ${mib(base.heapUsedBytes)} -> ${mib(end.heapUsedBytes)} MiB, external ${mib(base.externalBytes)} -> ${mib(end.externalBytes)} MiB`,
       ].join('\n'),
     );
 
@@ -228,7 +249,12 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
     expect((end.resources['FSEventWrap'] ?? 0) - (base.resources['FSEventWrap'] ?? 0)).toBeLessThanOrEqual(0);
     expect((end.resources['ProcessWrap'] ?? 0)).toBe(0);
     expect(end.fds - base.fds).toBeLessThanOrEqual(3);
-    // Memory: bounded growth over 200 reloads.
+    // Memory: bounded growth over 200 reloads. Measured (after GC): JS heap +1 to +2 MiB whatever
+    // the number of reloads, RSS about +21 MiB per 200 reloads and growing linearly (+26 MiB / 500,
+    // +71 MiB / 1200 reloads without churn): ~60 KB of native memory per reload, with the external
+    // memory, handles and fds flat. Suspect: @kubernetes/client-node builds a new https.Agent (new
+    // TLS context, new connection) for every request, and each generation's Job informer makes
+    // two. Reported; LSP_E2E_RELOADS=1200 reproduces it.
     expect(end.rssBytes - base.rssBytes).toBeLessThan(30 * 1024 * 1024);
     expect(end.heapUsedBytes - base.heapUsedBytes).toBeLessThan(10 * 1024 * 1024);
     // No cleaner or other child process left.
