@@ -145,15 +145,7 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
       let listed = false;
       if (needList) {
         try {
-          const res = await this.#untilStopped(
-            this.#port.list(this.#kind, {
-              namespace: this.#opts.namespace,
-              labelSelector: this.#opts.labelSelector,
-              fieldSelector: this.#opts.fieldSelector,
-            }),
-          );
-          if (res === STOPPED) break;
-          this.#replace(res.items, res.resourceVersion);
+          if (!(await this.#listAndReplace())) break;
           needList = false;
           listed = true;
         } catch (e) {
@@ -192,6 +184,24 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
       this.#opts.metrics?.watchRestarts.inc({ resource: this.#kind, reason });
     }
     this.#log.debug({ resource: this.#kind }, 'informer stopped');
+  }
+
+  /**
+   * Lists and replaces the store; false when stopped. A method of its own so the
+   * list response dies with this frame: kept in #run's suspended frame it would
+   * stay in memory for as long as the watch runs (all of it, filtered-out objects too).
+   */
+  async #listAndReplace(): Promise<boolean> {
+    const res = await this.#untilStopped(
+      this.#port.list(this.#kind, {
+        namespace: this.#opts.namespace,
+        labelSelector: this.#opts.labelSelector,
+        fieldSelector: this.#opts.fieldSelector,
+      }),
+    );
+    if (res === STOPPED) return false;
+    this.#replace(res.items, res.resourceVersion);
+    return true;
   }
 
   /** One watch from the current resourceVersion; resolves with why it ended. */
