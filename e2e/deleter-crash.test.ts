@@ -153,7 +153,12 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
       what: "the killed daemon's cleaner to be stopped by the restarted daemon",
       timeoutMs: 15_000,
     });
-    reapedByRestart = leftovers.length === 0 || logsWith(second, 'killed a cleaner left running by a daemon that died').length > 0;
+    reapedByRestart =
+      leftovers.length === 0 ||
+      (await waitFor(() => logsWith(second, 'killed a cleaner left running by a daemon that died').length > 0, {
+        what: 'the restarted daemon to log that it stopped the orphaned cleaner',
+        timeoutMs: 10_000,
+      }));
     const deleted = await waitFor(() => watch!.events.find((e) => e.type === 'DELETED' && e.uid === pv.metadata?.uid), {
       what: `PV ${name} to be deleted after the restart`,
       timeoutMs: 60_000,
