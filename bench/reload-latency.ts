@@ -34,6 +34,7 @@ import {
   summarize,
   table,
   standalone,
+  waitControllerStarted,
   type Bench,
   type Daemon,
   type LogLine,
@@ -167,6 +168,12 @@ export async function reloadInProcess(o: { watch: boolean; pollMs: number; swaps
 export async function reloadLatency(b: Bench, d: Daemon, o: { swaps: number; pollMs: number }): Promise<Section> {
   log(`reload: ${o.swaps} swaps in the real daemon`);
   const real = await reloadDaemon(b, d, { swaps: o.swaps });
+  log(`reload: ${o.swaps} swaps in a real daemon with --config-watch=false (polling only, default 5 s period)`);
+  await d.stop(); // one daemon per node at a time
+  const pollDaemon = await b.startDaemon({ tag: 'poll-only', args: ['--config-watch=false'] });
+  await waitControllerStarted(pollDaemon);
+  const realPoll = await reloadDaemon(b, pollDaemon, { swaps: o.swaps, maxGapMs: 5000 });
+  await pollDaemon.stop();
   log(`reload: ${o.swaps} swaps in process, directory watch`);
   const watched = await reloadInProcess({ watch: true, pollMs: o.pollMs, swaps: o.swaps, maxGapMs: o.pollMs });
   log(`reload: ${o.swaps} swaps in process, polling only`);
@@ -184,6 +191,7 @@ export async function reloadLatency(b: Bench, d: Daemon, o: { swaps: number; pol
         ['daemon: swap -> new controller running', ...fmt(real.latency)],
         ['daemon: swap -> old controller stopping (detection)', ...fmt(real.detect)],
         ['daemon: stopping -> new controller running', ...fmt(real.restart)],
+        ['daemon, `--config-watch=false` (poll 5 s): swap -> new controller running', ...fmt(realPoll.latency)],
         [`in process, directory watch (poll ${o.pollMs} ms)`, ...fmt(watched)],
         [`in process, polling only (poll ${o.pollMs} ms)`, ...fmt(polled)],
       ],
@@ -192,7 +200,7 @@ export async function reloadLatency(b: Bench, d: Daemon, o: { swaps: number; pol
     `API requests per reload (daemon, over ${o.swaps} reloads, PV creates excluded: ${real.pvCreates}): **${total.toFixed(2)}**` +
       (perReload.length > 0 ? ` — ${perReload.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}.` : '.'),
   ].join('\n');
-  return { title: 'Reload latency', markdown, data: { real, watched, polled, pollMs: o.pollMs } };
+  return { title: 'Reload latency', markdown, data: { real, realPoll, watched, polled, pollMs: o.pollMs } };
 }
 
 if (import.meta.main) {

@@ -17,6 +17,7 @@ export interface Options {
   kubeApiQps: number;
   kubeApiBurst: number;
   hotReload: boolean;
+  configWatch: boolean;
   cleanTimeoutMs: number;
   maxConcurrentCleans: number;
   logLevel: string;
@@ -53,6 +54,8 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --kube-api-burst N           API client burst (default ${DEFAULT_BURST})
   --hot-reload=BOOL            apply config changes in place (default true); when false a
                                change is only logged and needs a pod restart
+  --config-watch=BOOL          watch the config directory for an early signal (default true);
+                               the --config-sync-period poll is the authority either way
   --clean-timeout DUR          kill an in-process block cleaner after this long (default 1h)
   --max-concurrent-cleans N    in-process cleanups running at once (default 4)
   --log-level LEVEL            trace, debug, info, warn, error (default info, env LOG_LEVEL)
@@ -118,6 +121,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'kube-api-qps': { type: 'string', default: String(DEFAULT_QPS) },
       'kube-api-burst': { type: 'string', default: String(DEFAULT_BURST) },
       'hot-reload': { type: 'string', default: 'true' },
+      'config-watch': { type: 'string', default: 'true' },
       'clean-timeout': { type: 'string', default: '1h' },
       'max-concurrent-cleans': { type: 'string', default: '4' },
       'log-level': { type: 'string', default: env['LOG_LEVEL'] ?? 'info' },
@@ -139,6 +143,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),
     hotReload: parseBool('hot-reload', values['hot-reload']),
+    configWatch: parseBool('config-watch', values['config-watch']),
     cleanTimeoutMs: parseDur('clean-timeout', values['clean-timeout']),
     maxConcurrentCleans: parsePositiveInt('max-concurrent-cleans', values['max-concurrent-cleans']),
     logLevel: values['log-level'],

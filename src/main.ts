@@ -140,6 +140,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   const watcher = new ConfigWatcher({
     dir: opts.configDir,
     pollIntervalMs: opts.configSyncPeriodMs,
+    watch: opts.configWatch,
     onResult: (res) => supervisor.handle(res),
     logger: logger.child({ component: 'config-watcher' }),
   });
