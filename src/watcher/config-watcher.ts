@@ -40,6 +40,8 @@ export interface ConfigWatcherOptions {
   readonly pollIntervalMs?: number | undefined;
   /** Quiet time after the last fs event before checking (default 300 ms). */
   readonly debounceMs?: number | undefined;
+  /** Longest a burst of fs events may defer a check (default 2000 ms); polls wait for the burst too. */
+  readonly maxDebounceMs?: number | undefined;
   /** Called with each new distinct result; awaited (checks stay serialised). Errors are logged. */
   readonly onResult: (res: WatchResult) => void | Promise<void>;
   readonly logger: Logger;
@@ -69,6 +71,7 @@ export interface ConfigWatcherStats {
 
 const DEFAULT_POLL_MS = 5000;
 const DEFAULT_DEBOUNCE_MS = 300;
+const DEFAULT_MAX_DEBOUNCE_MS = 2000;
 
 function isTransient(e: unknown): boolean {
   return typeof e === 'object' && e !== null && (e as { transient?: unknown }).transient === true;
@@ -82,6 +85,9 @@ export class ConfigWatcher {
   readonly #dir: string;
   readonly #pollMs: number;
   readonly #debounceMs: number;
+  readonly #maxDebounceMs: number;
+  /** When the current burst of fs events began (undefined: no burst). */
+  #burstStart: number | undefined;
   readonly #onResult: (res: WatchResult) => void | Promise<void>;
   readonly #log: Logger;
   readonly #useWatch: boolean;
@@ -113,6 +119,7 @@ export class ConfigWatcher {
     this.#dir = opts.dir;
     this.#pollMs = opts.pollIntervalMs ?? DEFAULT_POLL_MS;
     this.#debounceMs = opts.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+    this.#maxDebounceMs = Math.max(this.#debounceMs, opts.maxDebounceMs ?? DEFAULT_MAX_DEBOUNCE_MS);
     this.#onResult = opts.onResult;
     this.#log = opts.logger;
     this.#useWatch = opts.watch ?? true;
@@ -183,6 +190,9 @@ export class ConfigWatcher {
 
   #poll(): void {
     if (this.#stopped) return;
+    // A burst of fs events is in progress: its debounced check comes within maxDebounceMs,
+    // so a poll in the middle of the burst would only add a restart for a half-written state.
+    if (this.#debounceTimer) return;
     // Re-arm the watch if the directory was missing or replaced; then check.
     this.#armWatch()
       .then(() => this.checkNow())
@@ -193,10 +203,14 @@ export class ConfigWatcher {
     if (this.#stopped) return;
     this.#stats.fsEvents++;
     if (this.#debounceTimer) clearTimeout(this.#debounceTimer);
+    const now = Date.now();
+    this.#burstStart ??= now;
+    const delay = Math.max(0, Math.min(this.#debounceMs, this.#burstStart + this.#maxDebounceMs - now));
     this.#debounceTimer = setTimeout(() => {
       this.#debounceTimer = undefined;
+      this.#burstStart = undefined;
       void this.checkNow();
-    }, this.#debounceMs);
+    }, delay);
   }
 
   async #check(): Promise<void> {

@@ -295,6 +295,26 @@ describe('ConfigWatcher: timing', () => {
     expect(results.length - 1).toBeLessThanOrEqual(2);
   });
 
+  it('keeps a burst to at most 2 results even when the poll is much shorter than the burst', async () => {
+    await writer.write(BASE);
+    // A 200 ms poll would see ~10 intermediate states of a 2 s burst; polls wait for the burst's
+    // debounced check instead, which comes at most maxDebounceMs after the burst began.
+    const w = makeWatcher({ pollIntervalMs: 200, debounceMs: 300, maxDebounceMs: 2000 });
+    await w.start();
+    expect(results).toHaveLength(1);
+    for (let i = 1; i <= 20; i++) {
+      await writer.write({ ...BASE, labelsForPV: `swap: "${i}"\n` });
+      await sleep(100);
+    }
+    await waitFor(() => {
+      const last = results.at(-1)!.result;
+      return last.ok && last.config.labelsForPV['swap'] === '20';
+    }, 4000);
+    await sleep(600);
+    expect(results.length - 1).toBeGreaterThanOrEqual(1);
+    expect(results.length - 1).toBeLessThanOrEqual(2);
+  });
+
   it('polls on its own when fs.watch is off (fake timers) and stop() leaves no timer', async () => {
     vi.useFakeTimers();
     let content: Record<string, string> = BASE;
