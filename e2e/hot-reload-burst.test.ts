@@ -1,14 +1,10 @@
 // Issue 5 end to end: bursts of ConfigMap swaps are coalesced, and kubelet's
 // periodic touches of an unchanged ConfigMap do nothing at all.
 //
-// Period choice: the poll is the authority and is not debounced, so a burst of
-// swaps can cost at most one restart per poll that lands inside the burst, plus
-// one for the final content (the fs.watch nudge is debounced by 300 ms, which a
-// swap every 100 ms never lets fire). With --config-sync-period=2s and a burst
-// shorter than 2 s, at most one poll lands inside it: <= 2 restarts. (With the
-// 500 ms period the other files use, a 2 s burst could cost ~5.) The issue asks
-// for "touches for a minute"; 25 s of touches, one per second, exercise the
-// same path (every touch is a watch nudge and a full check) in less wall time.
+// Period choice: a short --config-sync-period (500 ms) on purpose. Polls do not
+// interrupt a burst of fs events: they wait for the burst's debounced check,
+// which comes at most 2 s after the burst began, so a 2 s burst costs at most
+// 2 restarts whatever the poll period. Touches run for a minute, as in the issue.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
 import { generatePVName } from '../src/discovery/naming.ts';
@@ -31,7 +27,7 @@ import type { ProvisionerProcess } from './support/provisioner.ts';
 
 const { core, storage } = adminClients();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const SYNC_PERIOD_MS = 2000;
+const SYNC_PERIOD_MS = 500;
 
 /** kube_requests_total summed by "verb resource". */
 function requestCounts(text: string): Record<string, number> {
@@ -120,7 +116,7 @@ describe.skipIf(!isRoot())('hot reload: bursts and kubelet touches', () => {
     expect(pv.metadata?.labels).toEqual({ burst: '19' });
   });
 
-  it('25 s of kubelet-style touches (new generations with the same bytes, mtime bumps): no restart, nothing applied, no API request', async () => {
+  it('a minute of kubelet-style touches (new generations with the same bytes, mtime bumps): no restart, nothing applied, no API request', async () => {
     const before = {
       restarts: await metric(prov!, restartsMetric),
       applied: await metric(prov!, reloadMetric, { result: 'applied' }),
@@ -129,12 +125,12 @@ describe.skipIf(!isRoot())('hot reload: bursts and kubelet touches', () => {
       requests: await metric(prov!, 'local_volume_provisioner_kube_requests_total'),
     };
     const generations0 = writer.generations;
-    for (let s = 0; s < 25; s++) {
+    for (let s = 0; s < 60; s++) {
       await writer.touch(s % 2 === 0 ? 'generation' : 'mtime');
       await sleep(1000);
     }
     await sleep(SYNC_PERIOD_MS + 500);
-    expect(writer.generations - generations0).toBe(13); // 13 full swaps happened
+    expect(writer.generations - generations0).toBe(30); // 30 full swaps happened
     expect(await metric(prov!, restartsMetric)).toBe(before.restarts);
     expect(await metric(prov!, reloadMetric, { result: 'applied' })).toBe(before.applied);
     // Identical bytes are not even handed to the supervisor: no "unchanged" either.
