@@ -121,19 +121,7 @@ export async function reapPods(core: CoreV1Api, namespace: string, node: string)
   return n;
 }
 
-/** PIDs whose full command line contains `pattern` (pgrep -f), minus this process. */
-export function pgrep(pattern: string): number[] {
-  try {
-    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l !== '')
-      .map(Number)
-      .filter((pid) => pid !== process.pid);
-  } catch (err) {
-    if ((err as { status?: number }).status === 1) return [];
-    throw err;
-  }
-}
+export { pgrep } from '../harness/procs.ts';
 
 /** State letter (R, S, Z, ...) and parent PID of a process, or undefined when it is gone. */
 export function procState(pid: number): { state: string; ppid: number } | undefined {
