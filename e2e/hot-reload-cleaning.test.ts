@@ -121,10 +121,18 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
     if (from === 'job') expect((await batch.readNamespacedJob({ namespace: 'kube-system', name: jobName })).metadata?.name).toBe(jobName);
 
     // Reload mid-clean: switch the method (or only the labels, for the same-method cases).
+    const reloaded = (): Array<Record<string, unknown>> => logsWith(prov!, 'configuration reloaded; local controller restarted');
+    const reloadsBefore = reloaded().length;
     current = config(to === 'job', `during-${i}`);
     await applyConfig(prov!, () => writer.write(configFiles(current)));
     expect(dones()).toEqual([]); // the reload really happened while the cleaner ran
-    const newGeneration = logsWith(prov!, 'configuration reloaded; local controller restarted').at(-1)?.['generation'];
+    // The log reaches its file through a pipe: wait for the new line rather than reading at once.
+    const newGeneration = (
+      await waitFor(() => (reloaded().length > reloadsBefore ? reloaded().at(-1) : undefined), {
+        what: 'the reload log line of the new generation',
+        timeoutMs: 10_000,
+      })
+    )['generation'];
     expect(typeof newGeneration).toBe('number');
 
     await waitPVGone(core, name, uid, 30_000);

@@ -89,6 +89,16 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     expect(prov!.child.signalCode).toBeNull();
   };
 
+
+  /** The latest reload log line, once it matches: the log reaches its file through a pipe, so wait for it. */
+  const lastReloadLine = (match: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> =>
+    waitFor(
+      () => {
+        const l = logsWith(prov!, 'configuration reloaded; local controller restarted').at(-1);
+        return l && match(l) ? l : undefined;
+      },
+      { what: 'the reload log line', timeoutMs: 10_000 },
+    );
   it('starts with PVs for the configured classes only', async () => {
     const pvs = await Promise.all([pvName(clsA, 'vol1'), pvName(clsA, 'vol2'), pvName(clsC, 'vol1'), pvName(clsC, 'vol2')].map((n) => waitPV(core, n)));
     expect(pvs.map((p) => p.metadata?.labels?.['team'])).toEqual(['one', 'one', 'one', 'one']);
@@ -127,7 +137,7 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     };
     await applyConfig(prov!, () => write(current));
     expect(await metric(prov!, restartsMetric)).toBe(restarts + 1);
-    const line = logsWith(prov!, 'configuration reloaded; local controller restarted').at(-1);
+    const line = await lastReloadLine((l) => Array.isArray(l['changed']) && l['changed'].includes('labelsForPV'));
     expect(line?.['changed']).toEqual(expect.arrayContaining([`storageClassMap.${clsA}.fsType`, `storageClassMap.${clsA}.namePattern`, 'labelsForPV']));
 
     host.tmpfs(4, clsA, 'new1');
@@ -155,7 +165,7 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     const { [clsC]: _removed, ...rest } = current.classes;
     current = { ...current, classes: rest };
     await applyConfig(prov!, () => write(current));
-    const line = logsWith(prov!, 'configuration reloaded; local controller restarted').at(-1);
+    const line = await lastReloadLine((l) => Array.isArray(l['changed']) && l['changed'].includes(`storageClassMap.${clsC} (removed)`));
     expect(line?.['removedClasses']).toEqual([clsC]);
     expect(line?.['changed']).toEqual([`storageClassMap.${clsC} (removed)`]);
 
