@@ -56,7 +56,8 @@ Flags (Go-style "-flag" works as well as "--flag"):
                                change is only logged and needs a pod restart
   --config-watch=BOOL          watch the config directory for an early signal (default true);
                                the --config-sync-period poll is the authority either way
-  --clean-timeout DUR          kill an in-process block cleaner after this long (default 1h)
+  --clean-timeout DUR          kill an in-process block cleaner after this long; a cleanup
+                               Job's activeDeadlineSeconds (default 1h)
   --max-concurrent-cleans N    in-process cleanups running at once (default 4)
   --log-level LEVEL            trace, debug, info, warn, error (default info, env LOG_LEVEL)
   --dry-run                    print, as YAML, the PVs this node would get, then exit;

@@ -83,7 +83,7 @@ export interface DeleterOptions {
   readonly metrics: Metrics;
   readonly logger?: Logger | undefined;
   readonly now?: (() => number) | undefined;
-  /** Timeout of an in-process block clean (default 1 h). */
+  /** Timeout of an in-process block clean, and activeDeadlineSeconds of a cleanup Job (default 1 h). */
   readonly cleanTimeoutMs?: number | undefined;
   readonly maxConcurrentCleans?: number | undefined;
   /** Called when an in-process clean finished (e.g. to run the sync loop early). */
@@ -342,6 +342,7 @@ export class Deleter {
       mountDir: v.cls.mountDir,
       tolerations: this.#o.config.jobTolerations,
       startTime: new Date(this.#now()),
+      deadlineMs: this.#o.cleanTimeoutMs,
     });
     try {
       await this.#o.kube.createJob(this.#o.namespace, job);

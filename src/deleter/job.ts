@@ -7,7 +7,15 @@
 // - ttlSecondsAfterFinished (default 1 h) as a safety net; the job controller
 //   deletes finished Jobs itself;
 // - mountPropagation HostToContainer on the discovery-dir mount, so the Job sees
-//   volumes mounted on the host after it started.
+//   volumes mounted on the host after it started;
+// - least privilege: a Filesystem clean only unlinks files below a hostPath
+//   directory as root, so it runs unprivileged with only CAP_DAC_OVERRIDE and
+//   CAP_FOWNER (any file mode, sticky directories), no privilege escalation, a
+//   read-only root file system and the runtime's default seccomp profile. A
+//   Block clean writes to a device node under /dev and stays privileged (as
+//   upstream). Neither mode gets a service account token;
+// - activeDeadlineSeconds (--clean-timeout, default 1 h) so a hung cleaner ends
+//   in a Failed Job, and small resource requests and a memory limit.
 //
 // Decision: with useJobForCleaning, Filesystem volumes are cleaned by a Job too
 // (fsclean.sh, LOCAL_PV_FILESYSTEM), not only Block volumes (upstream #262 ran
@@ -15,7 +23,7 @@
 // of the provisioner pod, so a long clean is not started again from scratch.
 // The switch stays the same (useJobForCleaning), so behaviour only changes for
 // users who asked for Jobs.
-import type { V1Job, V1Toleration, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { V1Job, V1ResourceRequirements, V1SecurityContext, V1Toleration, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { VolumeMode } from '../config/types.ts';
 import { generateMountName } from '../discovery/naming.ts';
 
@@ -32,6 +40,14 @@ export const FILESYSTEM_ENV = 'LOCAL_PV_FILESYSTEM';
 export const FS_CLEAN_COMMAND: readonly string[] = Object.freeze(['/scripts/fsclean.sh']);
 export const DEFAULT_JOB_BACKOFF_LIMIT = 3;
 export const DEFAULT_JOB_TTL_SECONDS = 3600;
+/** activeDeadlineSeconds without --clean-timeout: the flag's default, 1 h. */
+export const DEFAULT_JOB_DEADLINE_SECONDS = 3600;
+/** What a Filesystem clean (fsclean.sh: find -delete as root) needs beyond an unprivileged root. */
+export const FS_CLEAN_CAPABILITIES: readonly string[] = Object.freeze(['DAC_OVERRIDE', 'FOWNER']);
+export const JOB_RESOURCES: Readonly<V1ResourceRequirements> = Object.freeze({
+  requests: Object.freeze({ cpu: '10m', memory: '32Mi' }),
+  limits: Object.freeze({ memory: '256Mi' }),
+});
 
 export interface CleanupJobParams {
   readonly pvName: string;
@@ -54,6 +70,8 @@ export interface CleanupJobParams {
   readonly startTime: Date;
   readonly backoffLimit?: number | undefined;
   readonly ttlSecondsAfterFinished?: number | undefined;
+  /** Deadline of the whole Job in ms (--clean-timeout); rounded up to seconds. */
+  readonly deadlineMs?: number | undefined;
 }
 
 export const cleanupJobName = (pvName: string): string => `${JOB_NAME_PREFIX}${pvName}`;
@@ -71,6 +89,24 @@ export function formatRFC3339Nano(d: Date): string {
 /** The command a cleanup Job runs for this mode. */
 export const jobCommand = (mode: VolumeMode, blockCleanerCommand: readonly string[]): string[] =>
   mode === 'Block' ? [...blockCleanerCommand] : [...FS_CLEAN_COMMAND];
+
+/** The cleaner container's securityContext for this mode (see the file comment). */
+export function jobSecurityContext(mode: VolumeMode): V1SecurityContext {
+  if (mode === 'Block') return { privileged: true };
+  return {
+    privileged: false,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'], add: [...FS_CLEAN_CAPABILITIES] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+/** activeDeadlineSeconds for a clean timeout in ms (whole seconds, at least 1). */
+export const jobDeadlineSeconds = (deadlineMs: number | undefined): number =>
+  deadlineMs === undefined || !Number.isFinite(deadlineMs) || deadlineMs <= 0
+    ? DEFAULT_JOB_DEADLINE_SECONDS
+    : Math.max(1, Math.ceil(deadlineMs / 1000));
 
 export function buildCleanupJob(p: CleanupJobParams): V1Job {
   const mountName = generateMountName(p.hostDir, p.mountDir);
@@ -101,9 +137,11 @@ export function buildCleanupJob(p: CleanupJobParams): V1Job {
     spec: {
       backoffLimit: p.backoffLimit ?? DEFAULT_JOB_BACKOFF_LIMIT,
       ttlSecondsAfterFinished: p.ttlSecondsAfterFinished ?? DEFAULT_JOB_TTL_SECONDS,
+      activeDeadlineSeconds: jobDeadlineSeconds(p.deadlineMs),
       template: {
         spec: {
           restartPolicy: 'OnFailure',
+          automountServiceAccountToken: false,
           nodeSelector: { [HOSTNAME_LABEL]: p.nodeName },
           tolerations: p.tolerations.map((t) => ({ ...t })),
           containers: [
@@ -112,7 +150,8 @@ export function buildCleanupJob(p: CleanupJobParams): V1Job {
               image: p.image,
               command: jobCommand(p.mode, p.blockCleanerCommand),
               env: [{ name: p.mode === 'Block' ? BLOCK_DEVICE_ENV : FILESYSTEM_ENV, value: p.containerPath }],
-              securityContext: { privileged: true },
+              securityContext: jobSecurityContext(p.mode),
+              resources: { requests: { ...JOB_RESOURCES.requests }, limits: { ...JOB_RESOURCES.limits } },
               volumeMounts: mounts,
             },
           ],

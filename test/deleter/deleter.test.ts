@@ -442,11 +442,12 @@ describe('Deleter with cleanup Jobs', () => {
     fake.put('persistentvolumes', makePV('pv1'));
     const dir = fsVolume('pv1');
     const jobs: JobTracker = { status: (n) => ({ state: fake.object('jobs', `${NS}/cleanup-${n}`) ? 'Running' : 'NotFound' }) };
-    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs });
+    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs, cleanTimeoutMs: 5 * 60_000 });
     await pass(d);
     await pass(d);
     expect(fake.count('create', 'jobs')).toBe(1);
     const job = fake.object('jobs', `${NS}/cleanup-pv1`);
+    expect(job?.spec?.activeDeadlineSeconds).toBe(300); // --clean-timeout
     const c = job?.spec?.template.spec?.containers[0];
     expect(c?.command).toEqual(['/scripts/fsclean.sh']);
     expect(c?.env).toEqual([{ name: 'LOCAL_PV_FILESYSTEM', value: dir }]);

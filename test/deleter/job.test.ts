@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Job } from '@kubernetes/client-node';
-import { buildCleanupJob, formatRFC3339Nano, jobLabelSelector, jobPhase, jobStartTime } from '../../src/deleter/job.ts';
+import { buildCleanupJob, formatRFC3339Nano, jobDeadlineSeconds, jobLabelSelector, jobPhase, jobStartTime } from '../../src/deleter/job.ts';
 import { generateMountName } from '../../src/discovery/naming.ts';
 
 const base = {
@@ -15,6 +15,20 @@ const base = {
   containerPath: '/discoveryPath/vol1',
   tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'storage', effect: 'NoSchedule' }],
   startTime: new Date('2026-01-02T03:04:05.120Z'),
+};
+
+/** The pod fields every cleanup Job has, whatever the mode. */
+const podCommon = {
+  restartPolicy: 'OnFailure',
+  automountServiceAccountToken: false,
+  nodeSelector: { 'kubernetes.io/hostname': 'somehost.acme.com' },
+  tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'storage', effect: 'NoSchedule' }],
+};
+
+const containerCommon = {
+  name: 'cleaner',
+  image: base.image,
+  resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '256Mi' } },
 };
 
 describe('buildCleanupJob', () => {
@@ -38,15 +52,13 @@ describe('buildCleanupJob', () => {
       spec: {
         backoffLimit: 3,
         ttlSecondsAfterFinished: 3600,
+        activeDeadlineSeconds: 3600,
         template: {
           spec: {
-            restartPolicy: 'OnFailure',
-            nodeSelector: { 'kubernetes.io/hostname': 'somehost.acme.com' },
-            tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'storage', effect: 'NoSchedule' }],
+            ...podCommon,
             containers: [
               {
-                name: 'cleaner',
-                image: base.image,
+                ...containerCommon,
                 command: ['/scripts/shred.sh', '2'],
                 env: [{ name: 'LOCAL_PV_BLKDEVICE', value: '/discoveryPath/vol1' }],
                 securityContext: { privileged: true },
@@ -67,16 +79,50 @@ describe('buildCleanupJob', () => {
     expect(mountName).toMatch(/^mount-[0-9a-f]+$/);
   });
 
-  it('cleans a Filesystem volume with fsclean.sh and LOCAL_PV_FILESYSTEM, without /dev', () => {
-    const job = buildCleanupJob({ ...base, mode: 'Filesystem', backoffLimit: 1, ttlSecondsAfterFinished: 60 });
-    const pod = job.spec?.template.spec;
-    const c = pod?.containers[0];
-    expect(c?.command).toEqual(['/scripts/fsclean.sh']);
-    expect(c?.env).toEqual([{ name: 'LOCAL_PV_FILESYSTEM', value: '/discoveryPath/vol1' }]);
-    expect(c?.volumeMounts?.map((m) => m.name)).toEqual([generateMountName('/mnt/disks', '/discoveryPath')]);
-    expect(pod?.volumes?.map((v) => v.hostPath?.path)).toEqual(['/mnt/disks']);
-    expect(job.spec?.backoffLimit).toBe(1);
-    expect(job.spec?.ttlSecondsAfterFinished).toBe(60);
+  it('builds the Filesystem Job unprivileged: two capabilities, no escalation, no token, no /dev', () => {
+    const mountName = generateMountName('/mnt/disks', '/discoveryPath');
+    const job = buildCleanupJob({ ...base, mode: 'Filesystem', backoffLimit: 1, ttlSecondsAfterFinished: 60, deadlineMs: 90_500 });
+    expect(job.spec).toEqual({
+      backoffLimit: 1,
+      ttlSecondsAfterFinished: 60,
+      activeDeadlineSeconds: 91,
+      template: {
+        spec: {
+          ...podCommon,
+          containers: [
+            {
+              ...containerCommon,
+              command: ['/scripts/fsclean.sh'],
+              env: [{ name: 'LOCAL_PV_FILESYSTEM', value: '/discoveryPath/vol1' }],
+              securityContext: {
+                privileged: false,
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                capabilities: { drop: ['ALL'], add: ['DAC_OVERRIDE', 'FOWNER'] },
+                seccompProfile: { type: 'RuntimeDefault' },
+              },
+              volumeMounts: [{ name: mountName, mountPath: '/discoveryPath', mountPropagation: 'HostToContainer' }],
+            },
+          ],
+          volumes: [{ name: mountName, hostPath: { path: '/mnt/disks' } }],
+        },
+      },
+    });
+  });
+
+  it('derives activeDeadlineSeconds from --clean-timeout (whole seconds, rounded up), 1 h without it', () => {
+    expect(jobDeadlineSeconds(undefined)).toBe(3600);
+    expect(jobDeadlineSeconds(7_200_000)).toBe(7200);
+    expect(jobDeadlineSeconds(1)).toBe(1);
+    expect(jobDeadlineSeconds(0)).toBe(3600);
+    expect(jobDeadlineSeconds(Number.POSITIVE_INFINITY)).toBe(3600);
+  });
+
+  it('does not share the resources object between Jobs', () => {
+    const a = buildCleanupJob({ ...base, mode: 'Block' });
+    a.spec!.template.spec!.containers[0]!.resources!.limits!['memory'] = '1Gi';
+    const b = buildCleanupJob({ ...base, mode: 'Block' });
+    expect(b.spec?.template.spec?.containers[0]?.resources?.limits).toEqual({ memory: '256Mi' });
   });
 
   it('does not share the configured command or tolerations arrays', () => {
