@@ -8,7 +8,7 @@ import { startController, type ProcessContext } from './controller/controller.ts
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
-import { DEFAULT_JOB_FAILURE_BACKOFF } from './deleter/jobcontroller.ts';
+import { DEFAULT_JOB_FAILURE_BACKOFF, JobPresence } from './deleter/jobcontroller.ts';
 import { CleanerRegistry } from './deleter/orphans.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
@@ -107,14 +107,17 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     jobImage: opts.jobImage,
     pvInformer,
     scInformer,
-    makeJobInformer: (labelSelector: string) =>
+    makeJobInformer: (labelSelector: string, onList: (err: unknown) => void) =>
       createInformer(kube, 'jobs', {
         namespace: opts.namespace,
         labelSelector,
+        onList,
         transform: stripManagedFields,
         logger: logger.child({ informer: 'jobs' }),
         metrics,
       }),
+    jobPresence: new JobPresence(),
+    eventRefs: refs,
     procTable,
     recorder,
     metrics,

@@ -13,12 +13,12 @@ import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kuberne
 import { PVCache } from '../cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
-import { JobController } from '../deleter/jobcontroller.ts';
+import { JobController, type JobPresence } from '../deleter/jobcontroller.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
 import { provisionerName } from '../discovery/naming.ts';
-import type { EventRecorder } from '../kube/events.ts';
+import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { KubePort } from '../kube/port.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -36,7 +36,11 @@ export interface ProcessContext {
   /** This node's PVs (filter pvOnThisNode), shared by every generation. */
   readonly pvInformer: Informer<V1PersistentVolume>;
   readonly scInformer: Informer<V1StorageClass>;
-  readonly makeJobInformer: (labelSelector: string) => Informer<V1Job>;
+  readonly makeJobInformer: (labelSelector: string, onList: (err: unknown) => void) => Informer<V1Job>;
+  /** Whether cleanup Jobs of this node may exist (decides whether a generation watches Jobs). */
+  readonly jobPresence: JobPresence;
+  /** The provisioner Pod and its Node: where process-level Warnings go. */
+  readonly eventRefs?: readonly ObjectRef[] | undefined;
   readonly procTable: ProcTable;
   readonly recorder: EventRecorder;
   readonly metrics: Metrics;
@@ -113,9 +117,11 @@ export async function startController(
     delete: () => waker.kick(),
   });
 
-  // The job controller always runs, whatever useJobForCleaning says now: Jobs
-  // started under an earlier config are followed to completion. Only the
-  // creation of new Jobs depends on useJobForCleaning (in the deleter).
+  // Jobs started under an earlier config (or process) are followed to
+  // completion whatever useJobForCleaning says now; without useJobForCleaning
+  // Jobs are only watched while some may exist (JobPresence), so the daemon
+  // needs no Jobs RBAC then. Only the creation of new Jobs depends on
+  // useJobForCleaning (in the deleter).
   const jobController = new JobController({
     kube: pc.kube,
     namespace: pc.namespace,
@@ -127,11 +133,15 @@ export async function startController(
     logger: log.child({ component: 'job-controller' }),
     failureBackoff: pc.jobFailureBackoff,
     onChange: () => waker.kick(),
+    watch: pc.jobPresence.modeFor(config.useJobForCleaning),
+    presence: pc.jobPresence,
+    eventRefs: pc.eventRefs,
   });
   jobController.start();
   // Know every existing cleanup Job before the first deleter pass, or a Job
   // started under the previous config would look absent and the volume would
-  // get a second, concurrent clean.
+  // get a second, concurrent clean. (A 403 with useJobForCleaning on ends the
+  // wait too: the loop below then waits, reporting why.)
   try {
     await jobController.waitForSync(ctx.signal);
   } catch (err) {
@@ -192,6 +202,13 @@ export async function startController(
   log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');
   const loop = (async () => {
     while (!abort.signal.aborted) {
+      const jobsProblem = jobController.problem();
+      if (jobsProblem !== undefined) {
+        // useJobForCleaning, but the Jobs cannot be listed: neither clean nor create PVs blind.
+        pc.readiness.set(false, jobsProblem);
+        await waker.sleep(pc.discoveryPeriodMs, abort.signal);
+        continue;
+      }
       try {
         await deleter.deletePVs();
       } catch (err) {

@@ -4,6 +4,18 @@
 // both down. Jobs created by an earlier generation or an earlier process are
 // in the informer's first list, so they are followed to completion too.
 //
+// Jobs are only watched when they may matter (JobWatchMode), so a daemon that
+// does not use Jobs needs no Jobs RBAC at all:
+// - 'required' (useJobForCleaning): the informer runs; a 403 on its list is a
+//   problem (one Warning Event per generation, an error log, /ready false with
+//   the reason) and the generation neither cleans nor creates PVs until the
+//   list works (the informer keeps retrying; no restart needed).
+// - 'ifPresent' (useJobForCleaning off, but Jobs of an earlier config or of an
+//   earlier process may exist): one list. Jobs found: followed as above. None,
+//   or 403: no Job is followed, and JobPresence remembers it, so later
+//   generations make no Job request at all ('off') until a generation with
+//   useJobForCleaning runs again.
+//
 // Unlike the Go job controller (which only logged, while the deleter polled),
 // the workers act on Job changes:
 // - Succeeded: if the Job's pvuuid label is the UID of the PV and the PV is
@@ -23,10 +35,10 @@
 //   goes at once (so cleanup-<pv> can be created again without an AlreadyExists
 //   race) and the garbage collector removes its Pods.
 import type { V1Job, V1PersistentVolume } from '@kubernetes/client-node';
-import type { EventRecorder } from '../kube/events.ts';
+import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
 import { objectKey, type Informer, type Store } from '../kube/informer.ts';
-import { isConflict, isNotFound, type KubePort } from '../kube/port.ts';
+import { isConflict, isForbidden, isNotFound, type KubePort } from '../kube/port.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
@@ -50,6 +62,33 @@ export interface CleanupTracker {
   removeStatus(pvName: string, useJob: boolean): void | Promise<void>;
 }
 
+/** How a generation follows cleanup Jobs; see the file comment. */
+export type JobWatchMode = 'required' | 'ifPresent' | 'off';
+
+/** Warning Event on the Pod and Node: useJobForCleaning is on but the Jobs cannot be listed. */
+export const REASON_JOBS_FORBIDDEN = 'CleanupJobsForbidden';
+
+/** Process scope: may cleanup Jobs of this node exist? Yes (unknown) until a list finds none. */
+export class JobPresence {
+  #mayExist = true;
+
+  /** The watch mode of a generation with this useJobForCleaning. */
+  modeFor(useJobForCleaning: boolean): JobWatchMode {
+    if (useJobForCleaning) return 'required';
+    return this.#mayExist ? 'ifPresent' : 'off';
+  }
+
+  /** A generation that creates Jobs started. */
+  possible(): void {
+    this.#mayExist = true;
+  }
+
+  /** A list found no cleanup Job of this node (or Jobs may not be listed while they are not used). */
+  none(): void {
+    this.#mayExist = false;
+  }
+}
+
 export const DEFAULT_JOB_FAILURE_BACKOFF: BackoffOptions = { initialMs: 30_000, maxMs: 10 * 60_000, factor: 2, jitter: 0.1 };
 
 export interface JobControllerOptions {
@@ -57,8 +96,8 @@ export interface JobControllerOptions {
   /** MY_NAMESPACE: where cleanup Jobs live. */
   readonly namespace: string;
   readonly nodeName: string;
-  /** Builds the Job informer for a label selector (createInformer(kube, 'jobs', { namespace, labelSelector }) in production). */
-  readonly informerFactory: (labelSelector: string) => Informer<V1Job>;
+  /** Builds the Job informer for a label selector (createInformer(kube, 'jobs', { namespace, labelSelector, onList }) in production). */
+  readonly informerFactory: (labelSelector: string, onList: (err: unknown) => void) => Informer<V1Job>;
   /** This node's PVs of this provisioner. */
   readonly pvs: Store<V1PersistentVolume>;
   readonly recorder: EventRecorder;
@@ -73,10 +112,17 @@ export interface JobControllerOptions {
   /** Called after a PV was deleted or a Job went away (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
   readonly now?: (() => number) | undefined;
+  /** Default 'required'. */
+  readonly watch?: JobWatchMode | undefined;
+  /** Process-scope memory of whether Jobs may exist (updated by start()). */
+  readonly presence?: JobPresence | undefined;
+  /** Where the CleanupJobsForbidden Warning goes (the Pod and the Node). */
+  readonly eventRefs?: readonly ObjectRef[] | undefined;
 }
 
 export interface JobStatus {
-  readonly state: 'NotFound' | 'Backoff' | JobPhase;
+  /** Unknown: the Jobs are being listed (or cannot be): wait. */
+  readonly state: 'NotFound' | 'Backoff' | 'Unknown' | JobPhase;
   /** The Job belongs to another PV with the same name (its pvuuid differs). */
   readonly stale?: boolean | undefined;
   /** ms left of the failure backoff (state Backoff). */
@@ -88,6 +134,7 @@ const modeOf = (job: V1Job): ModeLabel => {
   return env.some((e) => e.name === BLOCK_DEVICE_ENV) ? 'Block' : 'Filesystem';
 };
 const commandOf = (job: V1Job): string => job.spec?.template.spec?.containers[0]?.command?.[0] ?? '';
+const isCleanupJob = (job: V1Job): boolean => job.metadata?.name?.startsWith(JOB_NAME_PREFIX) ?? false;
 
 export class JobController implements CleanupTracker {
   readonly #o: JobControllerOptions;
@@ -99,6 +146,11 @@ export class JobController implements CleanupTracker {
   #unsubscribe: (() => void) | undefined;
   #workers: Promise<void>[] = [];
   #stopped = false;
+  /** idle: not started; probing: the one list of 'ifPresent'; following: informer; none: no Job followed. */
+  #phase: 'idle' | 'probing' | 'following' | 'none' = 'idle';
+  #problem: string | undefined;
+  readonly #settled = Promise.withResolvers<void>();
+  readonly #abort = new AbortController();
   /** UIDs of failed Jobs already reported (one event per failed Job, even if its delete is retried). */
   readonly #reported = new Set<string>();
 
@@ -109,15 +161,70 @@ export class JobController implements CleanupTracker {
     this.#backoff = opts.failureBackoff ?? new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF, this.#now);
   }
 
-  /** Starts the informer and the workers; idempotent. */
+  /** Starts following this node's Jobs as the watch mode says; idempotent. */
   start(): void {
-    if (this.#queue || this.#stopped) return;
+    if (this.#phase !== 'idle' || this.#stopped) return;
+    const mode = this.#o.watch ?? 'required';
+    if (mode === 'required') {
+      this.#o.presence?.possible();
+      this.#follow();
+    } else if (mode === 'ifPresent') {
+      this.#phase = 'probing';
+      void this.#probe();
+    } else {
+      this.#followNone();
+    }
+  }
+
+  /** 'ifPresent': one list; follow the Jobs only if there are any. */
+  async #probe(): Promise<void> {
+    const namespace = this.#o.namespace;
+    try {
+      const res = await this.#o.kube.list('jobs', { namespace, labelSelector: jobLabelSelector(this.#o.nodeName) });
+      if (this.#stopped) return;
+      const n = res.items.filter(isCleanupJob).length;
+      if (n > 0) {
+        this.#log.info({ namespace, jobs: n }, 'found cleanup Jobs of an earlier configuration or process; following them to completion');
+        this.#follow();
+        return;
+      }
+      this.#log.debug({ namespace }, 'no cleanup Job of this node; not watching Jobs');
+    } catch (e) {
+      if (this.#stopped) return;
+      if (!isForbidden(e)) {
+        // Transient: let the informer retry (its own 403 still ends up in #followNone).
+        this.#log.warn({ namespace, err: errorMessage(e) }, 'cannot list cleanup Jobs; watching them until the list works');
+        this.#follow();
+        return;
+      }
+      this.#forbiddenWhileUnused(e);
+    }
+    this.#followNone();
+  }
+
+  #forbiddenWhileUnused(e: unknown): void {
+    this.#log.info(
+      { namespace: this.#o.namespace, err: errorMessage(e) },
+      'not allowed to list cleanup Jobs; useJobForCleaning is off, so no Job is followed',
+    );
+  }
+
+  /** No Job is followed by this generation, nor (until useJobForCleaning is on again) by later ones. */
+  #followNone(): void {
+    this.#o.presence?.none();
+    this.#phase = 'none';
+    this.#settled.resolve();
+  }
+
+  /** Starts the informer and the workers. */
+  #follow(): void {
+    this.#phase = 'following';
     const queue = new WorkQueue<string>({ baseDelayMs: 1000, maxDelayMs: 5 * 60_000, ...this.#o.queueRateLimit });
     this.#queue = queue;
-    const informer = this.#o.informerFactory(jobLabelSelector(this.#o.nodeName));
+    const informer = this.#o.informerFactory(jobLabelSelector(this.#o.nodeName), (err) => this.#onList(err));
     this.#informer = informer;
     const enqueue = (job: V1Job): void => {
-      if (job.metadata?.name?.startsWith(JOB_NAME_PREFIX)) queue.add(objectKey(job));
+      if (isCleanupJob(job)) queue.add(objectKey(job));
     };
     this.#unsubscribe = informer.on({
       add: enqueue,
@@ -128,39 +235,110 @@ export class JobController implements CleanupTracker {
       },
     });
     informer.start();
+    informer.waitForSync(this.#abort.signal).then(
+      () => this.#settled.resolve(),
+      () => undefined,
+    );
     const n = Math.max(1, this.#o.workers ?? 2);
     for (let i = 0; i < n; i++) this.#workers.push(this.#work(queue));
+  }
+
+  /** Every list of the Job informer: a 403 is a problem with useJobForCleaning, the end of the watch without. */
+  #onList(err: unknown): void {
+    if (err === undefined) {
+      this.#setProblem(undefined);
+      return;
+    }
+    if (!isForbidden(err) || this.#stopped) return;
+    if ((this.#o.watch ?? 'required') === 'required') {
+      this.#setProblem(`cannot list cleanup Jobs in namespace ${this.#o.namespace} although useJobForCleaning is on: ${errorMessage(err)}`);
+      this.#settled.resolve();
+    } else if (!this.#informer?.hasSynced()) {
+      this.#forbiddenWhileUnused(err);
+      void this.#stopFollowing();
+      this.#followNone();
+    }
+  }
+
+  #setProblem(problem: string | undefined): void {
+    const had = this.#problem !== undefined;
+    this.#problem = problem;
+    if (had === (problem !== undefined)) return;
+    if (problem !== undefined) {
+      const msg = `${problem}. Nothing is cleaned and no PV is created until the Jobs can be listed: grant the Role of deployment/kubernetes/components/job-cleaning, or set useJobForCleaning to false.`;
+      this.#log.error({ namespace: this.#o.namespace }, msg);
+      for (const ref of this.#o.eventRefs ?? []) this.#o.recorder.event(ref, 'Warning', REASON_JOBS_FORBIDDEN, msg);
+    } else {
+      this.#log.info({ namespace: this.#o.namespace }, 'cleanup Jobs can be listed again; resuming');
+    }
+    this.#o.onChange?.();
+  }
+
+  /** Why this generation cannot go on (useJobForCleaning on, Jobs forbidden), or undefined. */
+  problem(): string | undefined {
+    return this.#problem;
   }
 
   /** Stops the workers (after their current item), the queue and the informer. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#abort.abort();
+    await this.#stopFollowing();
+  }
+
+  async #stopFollowing(): Promise<void> {
     this.#queue?.shutDown();
     this.#unsubscribe?.();
-    await Promise.allSettled([this.#informer?.stop(), ...this.#workers]);
+    const informer = this.#informer;
+    this.#informer = undefined;
+    await Promise.allSettled([informer?.stop(), ...this.#workers]);
     this.#workers = [];
   }
 
+  /** True once the Jobs to follow are known (the informer synced, or none are followed). */
   hasSynced(): boolean {
-    return this.#informer?.hasSynced() ?? false;
+    return this.#phase === 'none' || (this.#informer?.hasSynced() ?? false);
   }
 
+  /**
+   * Resolves once the Jobs to follow are known (see hasSynced), or once listing them
+   * was forbidden with useJobForCleaning on (problem() then says so). Rejects if the
+   * signal aborts first.
+   */
   waitForSync(signal?: AbortSignal): Promise<void> {
-    if (!this.#informer) return Promise.reject(new Error('job controller not started'));
-    return this.#informer.waitForSync(signal);
+    if (this.#phase === 'idle') return Promise.reject(new Error('job controller not started'));
+    if (!signal) return this.#settled.promise;
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => reject(new Error('waiting for the cleanup Jobs to be listed was aborted'));
+      if (signal.aborted) {
+        onAbort();
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      void this.#settled.promise.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
+  /** The Jobs are being listed (or cannot be): nothing about a PV's Job is known yet. */
+  #unknown(): boolean {
+    return this.#phase === 'probing' || (this.#phase === 'following' && !(this.#informer?.hasSynced() ?? false));
   }
 
   #job(pvName: string): V1Job | undefined {
     return this.#informer?.get(`${this.#o.namespace}/${cleanupJobName(pvName)}`);
   }
 
-  /** True while a cleanup Job of this PV name exists (running, or finished and not yet handled). */
+  /** True while a cleanup Job of this PV name exists (running, or finished and not yet handled), or may exist. */
   inProgress(pvName: string, _useJob = true): boolean {
-    return this.#job(pvName) !== undefined;
+    return this.#unknown() || this.#job(pvName) !== undefined;
   }
 
   /** The cleanup state of a PV (with its UID, to tell a stale Job of an older PV apart). */
   status(pvName: string, uid?: string): JobStatus {
+    if (this.#unknown()) return { state: 'Unknown' };
     const job = this.#job(pvName);
     if (job) {
       const stale = uid !== undefined && job.metadata?.labels?.[PV_UID_LABEL] !== uid;

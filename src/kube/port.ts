@@ -72,6 +72,7 @@ export class KubeError extends Error {
 export const isNotFound = (e: unknown): boolean => e instanceof KubeError && e.code === 404;
 export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
 export const isConflict = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
+export const isForbidden = (e: unknown): boolean => e instanceof KubeError && e.code === 403;
 export const isGone = (e: unknown): boolean => e instanceof KubeError && e.code === 410;
 
 export interface DeleteOptions {

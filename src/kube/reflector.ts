@@ -28,6 +28,11 @@ export interface InformerOptions<T> {
   readonly minWatchDurationMs?: number | undefined;
   readonly logger?: Logger | undefined;
   readonly metrics?: Metrics | undefined;
+  /**
+   * Called after every list: with undefined when it succeeded, with the error when it failed
+   * (the informer retries either way). Lets the owner report e.g. a 403 at once.
+   */
+  readonly onList?: ((err: unknown) => void) | undefined;
   /** Random source for jitter (tests). */
   readonly random?: (() => number) | undefined;
 }
@@ -148,9 +153,11 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
           if (!(await this.#listAndReplace())) break;
           needList = false;
           listed = true;
+          this.#listed(undefined);
         } catch (e) {
           failures++;
           this.#log.warn({ err: e, resource: this.#kind, failures }, `failed to list ${this.#kind}; will retry`);
+          this.#listed(e);
           continue;
         }
       }
@@ -184,6 +191,14 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
       this.#opts.metrics?.watchRestarts.inc({ resource: this.#kind, reason });
     }
     this.#log.debug({ resource: this.#kind }, 'informer stopped');
+  }
+
+  #listed(err: unknown): void {
+    try {
+      this.#opts.onList?.(err);
+    } catch (e) {
+      this.#log.error({ err: e, resource: this.#kind }, `${this.#kind} list callback threw`);
+    }
   }
 
   /**

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { V1Job } from '@kubernetes/client-node';
 import { Deleter } from '../../src/deleter/deleter.ts';
-import { JobController } from '../../src/deleter/jobcontroller.ts';
+import { JobController, JobPresence, type JobControllerOptions } from '../../src/deleter/jobcontroller.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { KubeError } from '../../src/kube/port.ts';
@@ -24,14 +24,14 @@ let controllers: JobController[];
 const complete = { conditions: [{ type: 'Complete', status: 'True' }], succeeded: 1 };
 const failed = { conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }], failed: 4 };
 
-function makeController(): JobController {
+function makeController(over: Partial<JobControllerOptions> = {}): JobController {
   const jc = new JobController({
     kube: fake,
     namespace: NS,
     nodeName: NODE,
-    informerFactory: (labelSelector) => {
+    informerFactory: (labelSelector, onList) => {
       selectors.push(labelSelector);
-      return createInformer(fake, 'jobs', { namespace: NS, labelSelector, random: () => 0 });
+      return createInformer(fake, 'jobs', { namespace: NS, labelSelector, onList, random: () => 0, backoff: { initialMs: 5, maxMs: 20 } });
     },
     pvs: liveStore(fake),
     recorder,
@@ -39,6 +39,7 @@ function makeController(): JobController {
     failureBackoff: new KeyedBackoff({ initialMs: 30_000, maxMs: 600_000, jitter: 0 }, () => now),
     queueRateLimit: { baseDelayMs: 5, maxDelayMs: 50 },
     now: () => now,
+    ...over,
   });
   controllers.push(jc);
   return jc;
@@ -214,6 +215,98 @@ describe('JobController', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(fake.requests.length).toBe(before);
     expect(fake.object('persistentvolumes', 'pv1')).toBeDefined();
+  });
+});
+
+describe('JobController: Jobs are watched only when they may matter', () => {
+  const forbidden = (): KubeError => new KubeError(403, 'Forbidden', 'jobs.batch is forbidden: User "lvp" cannot list resource "jobs"');
+  const jobRequests = (): string[] => fake.requests.filter((r) => r.kind === 'jobs').map((r) => r.verb);
+  const refs = [{ kind: 'Node', name: NODE }];
+
+  it("'off': no Job request at all; every PV is free to clean", async () => {
+    const jc = makeController({ watch: 'off' });
+    jc.start();
+    await jc.waitForSync();
+    expect(jc.hasSynced()).toBe(true);
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+    expect(jc.inProgress('pv1')).toBe(false);
+    expect(jobRequests()).toEqual([]);
+  });
+
+  it("'ifPresent' and no Job: one list, no watch, and later generations of the process are 'off'", async () => {
+    const presence = new JobPresence();
+    expect(presence.modeFor(false)).toBe('ifPresent');
+    const jc = makeController({ watch: 'ifPresent', presence });
+    jc.start();
+    expect(jc.status('pv1')).toEqual({ state: 'Unknown' }); // the list is in flight: wait
+    expect(jc.inProgress('pv1')).toBe(true);
+    await jc.waitForSync();
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+    expect(jobRequests()).toEqual(['list']);
+    expect(fake.requests.find((r) => r.kind === 'jobs')).toMatchObject({ namespace: NS });
+    expect(presence.modeFor(false)).toBe('off');
+    expect(presence.modeFor(true)).toBe('required');
+  });
+
+  it("'ifPresent' and forbidden (the Go chart without useJobForCleaning): carries on without Jobs, no Event, no problem", async () => {
+    const presence = new JobPresence();
+    fake.failNext('list', 'jobs', forbidden());
+    const jc = makeController({ watch: 'ifPresent', presence, eventRefs: refs });
+    jc.start();
+    await jc.waitForSync();
+    expect(jc.problem()).toBeUndefined();
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+    expect(recorder.events).toEqual([]);
+    expect(jobRequests()).toEqual(['list']);
+    expect(presence.modeFor(false)).toBe('off');
+  });
+
+  it("'ifPresent' with a Job of an earlier generation: follows it to completion (the PV is deleted)", async () => {
+    const presence = new JobPresence();
+    const pv = fake.put('persistentvolumes', makePV('pv1'));
+    putJob({ ...makeJob(pv), status: complete });
+    const jc = makeController({ watch: 'ifPresent', presence });
+    jc.start();
+    await jc.waitForSync();
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+    await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv1'))).toBeUndefined());
+    expect(jobRequests().slice(0, 3)).toEqual(['list', 'list', 'watch']);
+    expect(presence.modeFor(false)).toBe('ifPresent'); // the next generation looks again
+  });
+
+  it("'ifPresent' after a transient error: the informer retries; its 403 ends the watch", async () => {
+    const presence = new JobPresence();
+    fake.failNext('list', 'jobs', new KubeError(503, 'ServiceUnavailable', 'busy'));
+    fake.failNext('list', 'jobs', forbidden());
+    const jc = makeController({ watch: 'ifPresent', presence });
+    jc.start();
+    await jc.waitForSync();
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+    expect(presence.modeFor(false)).toBe('off');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(jobRequests()).toEqual(['list', 'list']); // no retry after the 403, no watch
+  });
+
+  it("'required' and forbidden: a problem (Warning Event once, status Unknown), cleared when the list works", async () => {
+    const presence = new JobPresence();
+    presence.none();
+    for (let i = 0; i < 3; i++) fake.failNext('list', 'jobs', forbidden());
+    const changes = vi.fn();
+    const jc = makeController({ watch: 'required', presence, eventRefs: refs, onChange: changes });
+    jc.start();
+    await jc.waitForSync(); // does not hang on the 403
+    expect(presence.modeFor(false)).toBe('ifPresent'); // this generation may create Jobs
+    expect(jc.problem()).toMatch(/^cannot list cleanup Jobs in namespace kubesystem although useJobForCleaning is on: jobs.batch is forbidden/);
+    expect(jc.status('pv1')).toEqual({ state: 'Unknown' });
+    expect(jc.inProgress('pv1')).toBe(true);
+    expect(recorder.events.map((e) => `${e.ref.kind} ${e.type} ${e.reason}`)).toEqual(['Node Warning CleanupJobsForbidden']);
+    expect(recorder.events[0]?.message).toMatch(/grant the Role of deployment\/kubernetes\/components\/job-cleaning, or set useJobForCleaning to false/);
+    // The informer keeps retrying; once the Role is granted the problem clears, without a restart.
+    await vi.waitFor(() => expect(jc.problem()).toBeUndefined());
+    expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
+    expect(recorder.events).toHaveLength(1);
+    expect(changes).toHaveBeenCalled();
+    expect(jobRequests().filter((v) => v === 'list')).toHaveLength(4);
   });
 });
 

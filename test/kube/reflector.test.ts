@@ -197,6 +197,27 @@ describe('informer recovery', () => {
     expect(fake.count('list')).toBe(5);
   });
 
+  it('onList reports every list outcome (a 403 at once, then the recovery); a throwing callback is harmless', async () => {
+    fake.failNext('list', 'persistentvolumes', new KubeError(403, 'Forbidden', 'persistentvolumes is forbidden'));
+    fake.failNext('list', 'persistentvolumes', new KubeError(403, 'Forbidden', 'persistentvolumes is forbidden'));
+    const seen: string[] = [];
+    const inf = make({
+      onList: (err) => {
+        seen.push(err instanceof KubeError ? String(err.code) : String(err));
+        throw new Error('callback bug');
+      },
+    });
+    inf.start();
+    await settle();
+    expect(seen).toEqual(['403']);
+    expect(inf.hasSynced()).toBe(false);
+    await settle(1_000);
+    expect(seen).toEqual(['403', '403']);
+    await settle(2_000);
+    expect(seen).toEqual(['403', '403', 'undefined']);
+    expect(inf.hasSynced()).toBe(true);
+  });
+
   it('a watch that closes cleanly too fast is backed off', async () => {
     const metrics = new Metrics({ defaultMetrics: false });
     const inf = make({ watchTimeoutSeconds: 1, minWatchDurationMs: 5000, metrics });
