@@ -238,13 +238,15 @@ describe('restricted provisioner identity', () => {
     expect(review.status?.userInfo?.groups).toContain('system:serviceaccounts:kube-system');
   });
 
-  it('is allowed exactly what deployment/kubernetes/rbac.yaml grants', async () => {
+  it('is allowed exactly what deployment/kubernetes/rbac.yaml and its two components grant', async () => {
     const allowed: V1ResourceAttributes[] = [
       ...['get', 'list', 'watch', 'create', 'delete'].map((verb) => ({ verb, resource: 'persistentvolumes' })),
       ...['get', 'list', 'watch'].map((verb) => ({ verb, group: 'storage.k8s.io', resource: 'storageclasses' })),
       ...['create', 'update', 'patch'].map((verb) => ({ verb, resource: 'events', namespace: 'default' })),
       { verb: 'create', group: 'events.k8s.io', resource: 'events', namespace: 'kube-system' },
-      ...['get', 'list', 'watch', 'update'].map((verb) => ({ verb, resource: 'nodes' })),
+      // get: base; update: components/taint-removal.
+      ...['get', 'update'].map((verb) => ({ verb, resource: 'nodes' })),
+      // components/job-cleaning
       ...['get', 'list', 'watch', 'create', 'delete'].map((verb) => ({
         verb,
         group: 'batch',
@@ -260,6 +262,8 @@ describe('restricted provisioner identity', () => {
       { verb: 'update', resource: 'persistentvolumes' },
       { verb: 'patch', resource: 'persistentvolumes' },
       { verb: 'delete', resource: 'nodes' },
+      { verb: 'list', resource: 'nodes' },
+      { verb: 'watch', resource: 'nodes' },
       { verb: 'create', resource: 'storageclasses', group: 'storage.k8s.io' },
       { verb: 'create', group: 'batch', resource: 'jobs', namespace: 'default' },
       { verb: 'create', resource: 'persistentvolumeclaims', namespace: 'default' },

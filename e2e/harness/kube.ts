@@ -1,7 +1,10 @@
 // Helpers for e2e test files: API clients built from the kubeconfigs the globalSetup provides,
 // and a polling waitFor with a clear timeout error.
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { inject } from 'vitest';
-import { AuthorizationV1Api, BatchV1Api, CoreV1Api, KubeConfig, StorageV1Api } from '@kubernetes/client-node';
+import { AuthorizationV1Api, BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, StorageV1Api } from '@kubernetes/client-node';
+import { kubeconfig } from './controlplane.ts';
 
 export interface Clients {
   readonly kc: KubeConfig;
@@ -32,6 +35,52 @@ export function adminClients(): Clients {
 /** Clients as the restricted provisioner identity (kube-system:local-volume-provisioner). */
 export function provisionerClients(): Clients {
   return clientsFor(inject('provisionerKubeconfig'));
+}
+
+export interface ServiceAccountIdentity {
+  /** system:serviceaccount:<namespace>:<name> */
+  readonly user: string;
+  readonly kubeconfig: string;
+  /** Deletes the bindings and the ServiceAccount. */
+  remove(): Promise<void>;
+}
+
+/**
+ * A second, real ServiceAccount identity bound to `clusterRoles` only, with a kubeconfig that
+ * carries a token from the TokenRequest API (written to `dir`). For tests that need less than
+ * the provisioner identity (which global setup binds to the base RBAC and every component).
+ */
+export async function serviceAccountIdentity(
+  admin: Clients,
+  o: { readonly namespace: string; readonly name: string; readonly clusterRoles: readonly string[]; readonly dir: string },
+): Promise<ServiceAccountIdentity> {
+  const rbac = admin.kc.makeApiClient(RbacAuthorizationV1Api);
+  const { namespace, name } = o;
+  const bindings = o.clusterRoles.map((role) => `${name}-${role}`.slice(0, 253));
+  await admin.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  for (const [i, role] of o.clusterRoles.entries()) {
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: bindings[i] },
+        subjects: [{ kind: 'ServiceAccount', name, namespace }],
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      },
+    });
+  }
+  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const cluster = admin.kc.getCurrentCluster();
+  if (!cluster?.caFile || !tr.status?.token) throw new Error('cannot build a kubeconfig: no CA file or no token');
+  const user = `system:serviceaccount:${namespace}:${name}`;
+  const path = join(o.dir, `${name}.kubeconfig`);
+  await writeFile(path, kubeconfig(cluster.server, cluster.caFile, user, tr.status.token), { mode: 0o600 });
+  return {
+    user,
+    kubeconfig: path,
+    async remove() {
+      for (const b of bindings) await rbac.deleteClusterRoleBinding({ name: b }).catch(() => undefined);
+      await admin.core.deleteNamespacedServiceAccount({ namespace, name }).catch(() => undefined);
+    },
+  };
 }
 
 export interface WaitOptions {

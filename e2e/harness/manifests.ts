@@ -1,13 +1,30 @@
 // Applies the project's Kubernetes manifests (deployment/kubernetes) to a control plane, as admin.
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
 
 export const deploymentDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deployment', 'kubernetes');
 
-/** The manifests every e2e run applies: the provisioner's ServiceAccount and RBAC. */
-export const rbacManifests = [join(deploymentDir, 'serviceaccount.yaml'), join(deploymentDir, 'rbac.yaml')];
+/** The base RBAC: what the daemon needs without Jobs and without the node taint remover. */
+export const baseRbacManifests = [join(deploymentDir, 'serviceaccount.yaml'), join(deploymentDir, 'rbac.yaml')];
+
+/** The RBAC files (the `resources:` of its kustomization.yaml) of an opt-in kustomize component. */
+export function componentManifests(name: 'job-cleaning' | 'taint-removal'): string[] {
+  const dir = join(deploymentDir, 'components', name);
+  const k = parseYaml(readFileSync(join(dir, 'kustomization.yaml'), 'utf8')) as { kind?: string; resources?: string[] };
+  if (k.kind !== 'Component' || !k.resources?.length) throw new Error(`${dir}/kustomization.yaml is not a kustomize Component with resources`);
+  return k.resources.map((r) => join(dir, r));
+}
+
+/**
+ * The manifests every e2e run applies: the base RBAC plus both opt-in components, so the
+ * provisioner identity may use Jobs and update nodes. e2e/rbac.test.ts checks the base alone
+ * with an identity of its own.
+ */
+export const rbacManifests = [...baseRbacManifests, ...componentManifests('job-cleaning'), ...componentManifests('taint-removal')];
 
 /**
  * Server-side-applies every document of every file (creates or updates), in file order.

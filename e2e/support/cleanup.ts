@@ -257,17 +257,17 @@ export async function releaseAndRediscover(core: CoreV1Api, namespace: string, p
   );
 }
 
-/** Writes the config files into host/<dirName> and starts the daemon on it as the provisioner identity. */
+/** Writes the config files into host/<dirName> and starts the daemon on it as the provisioner identity (or `kubeconfig`'s). */
 export async function startDaemon(
   host: HostFixtures,
-  o: { nodeName: string; files: Record<string, string>; args?: readonly string[]; dirName?: string; logName?: string },
+  o: { nodeName: string; files: Record<string, string>; args?: readonly string[]; dirName?: string; logName?: string; kubeconfig?: string },
 ): Promise<ProvisionerProcess> {
   const cfg = host.mkdir(o.dirName ?? 'config');
   for (const [k, v] of Object.entries(o.files)) writeFileSync(join(cfg, k), v);
   return startProvisioner({
     configDir: cfg,
     nodeName: o.nodeName,
-    kubeconfig: inject('provisionerKubeconfig'),
+    kubeconfig: o.kubeconfig ?? inject('provisionerKubeconfig'),
     port: await freePort(),
     logFile: host.path(o.logName ?? 'provisioner.log'),
     args: ['--discovery-period=1s', '--config-sync-period=1s', ...(o.args ?? [])],
