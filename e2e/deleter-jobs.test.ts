@@ -5,7 +5,7 @@
 // Pod's status, and the daemon's job controller deletes the PV, then the Job.
 // A Job whose cleaner keeps failing is reported (Event, metrics), deleted, and
 // retried with a new Job after a backoff: never stuck forever.
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Job, V1PersistentVolume, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,6 +57,27 @@ async function readJob(name: string): Promise<V1Job | undefined> {
     if (apiStatus(err) === 404) return undefined;
     throw err;
   }
+}
+
+/** Block writes to a device node: privileged. Filesystem only unlinks files: unprivileged, two capabilities. */
+const SECURITY_CONTEXT = {
+  Block: { privileged: true },
+  Filesystem: {
+    privileged: false,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'], add: ['DAC_OVERRIDE', 'FOWNER'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  },
+};
+
+/** The least-privilege fields of a cleanup Job (issue 8, point 12). */
+function expectLeastPrivilege(job: V1Job, mode: 'Block' | 'Filesystem'): void {
+  expect(job.spec?.activeDeadlineSeconds).toBe(3600); // --clean-timeout's default
+  const podSpec = job.spec?.template.spec;
+  expect(podSpec?.automountServiceAccountToken).toBe(false);
+  expect(podSpec?.containers[0]?.securityContext).toEqual(SECURITY_CONTEXT[mode]);
+  expect(podSpec?.containers[0]?.resources).toEqual({ requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '256Mi' } });
 }
 
 describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job controller', () => {
@@ -164,7 +185,9 @@ describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job c
     expect(c.image).toBe('local-static-provisioner:e2e');
     expect(c.command).toEqual(command);
     expect(c.env).toEqual([{ name: mode === 'Block' ? 'LOCAL_PV_BLKDEVICE' : 'LOCAL_PV_FILESYSTEM', value: containerPath }]);
-    expect(c.securityContext?.privileged).toBe(true);
+    // Block writes to a device node: privileged. Filesystem only unlinks files: unprivileged, and the
+    // node agent runs it confined to these capabilities (hostJobRunner), so the clean below proves them enough.
+    expectLeastPrivilege(job, mode);
     const vol = podSpec.volumes?.find((v) => v.hostPath?.path === hostDir);
     expect(vol, `a hostPath volume for ${hostDir}`).toBeDefined();
     expect(c.volumeMounts).toContainEqual({ name: vol!.name, mountPath: mountDir, mountPropagation: 'HostToContainer' });
@@ -209,6 +232,10 @@ describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job c
     writeFileSync(join(vol, '.dot'), 'hidden');
     mkdirSync(join(vol, 'a', 'b'), { recursive: true });
     writeFileSync(join(vol, 'a', 'b', 'c'), 'deep');
+    // Another user's private tree: the unprivileged Job (run confined to its capabilities) must still remove it.
+    for (const p of ['a', 'a/b', 'a/b/c']) chownSync(join(vol, p), 1234, 1234);
+    chmodSync(join(vol, 'a', 'b'), 0o000);
+    chmodSync(join(vol, 'a'), 0o000);
     await releaseAndRediscover(core, ns, pv, claim);
 
     expect(readdirSync(vol)).toEqual([]);

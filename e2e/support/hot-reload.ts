@@ -6,7 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1PersistentVolume, type V1Pod, type V1SecurityContext } from '@kubernetes/client-node';
 import { freePort } from '../harness/controlplane.ts';
 import { apiStatus, waitFor } from '../harness/kube.ts';
 import type { RunResult } from '../harness/node-agent.ts';
@@ -328,9 +328,10 @@ export function hostJobRunner(runs: Array<{ pod: string; command: string[]; exit
     new Promise<RunResult>((resolve) => {
       const c = pod.spec?.containers[0];
       const command = (c?.command ?? []).map((a) => (a.startsWith('/scripts/') ? join(repo, 'deployment', 'scripts', a.slice('/scripts/'.length)) : a));
+      const confine = confinement(c?.securityContext);
       const env: Record<string, string> = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
       for (const e of c?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-      const [file, ...args] = command;
+      const [file, ...args] = [...confine, ...command];
       if (file === undefined) {
         resolve({ exitCode: 1, message: 'no command' });
         return;
@@ -341,6 +342,18 @@ export function hostJobRunner(runs: Array<{ pod: string; command: string[]; exit
         resolve(exitCode === 0 ? { exitCode } : { exitCode, message: stderr.slice(-200) });
       });
     });
+}
+
+/**
+ * The container's privileges on the host, as a container runtime would apply them: nothing for a
+ * privileged container; otherwise `setpriv` limits the process tree to the capabilities the
+ * securityContext adds (after drop ALL), with no_new_privs when allowPrivilegeEscalation is false.
+ */
+function confinement(sc: V1SecurityContext | undefined): string[] {
+  if (sc?.privileged === true) return [];
+  if (!sc?.capabilities?.drop?.includes('ALL')) throw new Error('hostJobRunner: an unprivileged container must drop ALL capabilities');
+  const caps = ['-all', ...(sc.capabilities.add ?? []).map((c) => `+${c.toLowerCase()}`)].join(',');
+  return ['setpriv', '--bounding-set', caps, '--inh-caps', '-all', ...(sc.allowPrivilegeEscalation === false ? ['--no-new-privs'] : []), '--'];
 }
 
 /**
