@@ -12,7 +12,8 @@ loopback ports and prints the kubeconfig paths. Ctrl-C stops everything and remo
 
 options:
   --no-controller-manager   start etcd and kube-apiserver only
-  --no-rbac                 do not apply deployment/kubernetes/{serviceaccount,rbac}.yaml
+  --no-rbac                 do not apply deployment/kubernetes/{serviceaccount,rbac}.yaml and the
+                            RBAC of its components (job-cleaning, taint-removal)
   --timeout <seconds>       per-component readiness timeout (default 120)
   -h, --help                this text
 
