@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1ResourceAttributes } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { adminClients, clientsFor, provisionerClients, serviceAccountIdentity, uniqueName, waitFor, type Clients, type ServiceAccountIdentity } from './harness/kube.ts';
 import { deploymentDir } from './harness/manifests.ts';
@@ -155,5 +155,48 @@ describe.skipIf(!isRoot())('the daemon with the base RBAC only (no Jobs role)', 
     writeFileSync(join(cfg, 'useJobForCleaning'), 'false');
     prov!.child.kill('SIGHUP');
     await waitFor(() => prov!.ready(), { what: 'the daemon to be ready again' });
+  });
+});
+
+describe('taint-removal: the node update on the real API', () => {
+  const host = new HostFixtures('lsp-rbac-taint-');
+  const TAINT = 'sig-storage-local-static-provisioner/agent-not-ready';
+  const cls = uniqueName('rbac-taint');
+  const daemons: ProvisionerProcess[] = [];
+
+  /** A Node started with the taint, and a daemon for it that is configured to remove it. */
+  async function taintedNodeWithDaemon(kubeconfig: string): Promise<{ node: string; prov: ProvisionerProcess }> {
+    const node = uniqueName('taint-node');
+    await createNode(core, node);
+    const n = await core.readNode({ name: node });
+    await core.replaceNode({ name: node, body: { ...n, spec: { ...n.spec, taints: [{ key: TAINT, effect: 'NoSchedule' }] } } });
+    const files = configFiles({ classes: { [cls]: { hostDir: '/mnt/host/none', mountDir: host.mkdir(node, 'disks') } } });
+    files['removeNodeNotReadyTaint'] = 'true';
+    files['provisionerNotReadyNodeTaintKey'] = TAINT;
+    const prov = await startDaemon(host, { nodeName: node, files, kubeconfig, dirName: `${node}/config`, logName: `${node}.log` });
+    daemons.push(prov);
+    return { node, prov };
+  }
+  const taints = async (node: string): Promise<string[]> => ((await core.readNode({ name: node })).spec?.taints ?? []).map((t) => t.key);
+
+  beforeAll(async () => {
+    await createImmediateClass(storage, cls);
+  });
+  afterAll(async () => {
+    for (const d of daemons) await d.stop();
+    host.cleanup();
+  });
+
+  it('(c) with the component the daemon removes its Node\'s startup taint; with the base alone the update is forbidden and retried, the daemon stays ready', async () => {
+    const withComponent = await taintedNodeWithDaemon(inject('provisionerKubeconfig'));
+    const baseOnly = await taintedNodeWithDaemon(base!.kubeconfig);
+    await waitFor(async () => (await taints(withComponent.node)).length === 0, { what: `the taint to be removed from ${withComponent.node}` });
+    // (the log line follows the update's answer: wait for it rather than read at once)
+    await waitFor(() => logsWith(withComponent.prov, `removed node taint ${TAINT}`).length === 1, { what: 'the taint removal to be logged' });
+
+    await waitFor(() => logsWith(baseOnly.prov, 'failed to remove node taint; will retry').length > 0, { what: 'the forbidden node update to be logged' });
+    expect(JSON.stringify(logsWith(baseOnly.prov, 'failed to remove node taint; will retry')[0])).toMatch(/forbidden/i);
+    expect(await taints(baseOnly.node)).toEqual([TAINT]);
+    expect(await baseOnly.prov.ready()).toBe(true);
   });
 });
