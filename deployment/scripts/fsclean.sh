@@ -74,6 +74,14 @@ refuseLeftovers() {
   errorExit "entries left in $(quote "$2"): $(quoteList 5 "${left[@]}")"
 }
 
+# refuseAfterClean DIR VOL: fails when, now, a mount point lies below VOL or an
+# entry is left in DIR (VOL, by path or as ".").
+refuseAfterClean() {
+  readMountInfo
+  refuseMountsBelow "$2" "after cleaning $(quote "$2")"
+  refuseLeftovers "$1" "$2"
+}
+
 validateFilesystem
 resolveDir "${LOCAL_PV_FILESYSTEM}"
 vol=${REPLY}
@@ -83,8 +91,7 @@ if [[ "${FSCLEAN_PRIVATE_NAMESPACE:-}" != 1 ]] && unshare --mount --propagation 
   # made elsewhere from now on does not show up in it, so find can never descend into it.
   FSCLEAN_PRIVATE_NAMESPACE=1 unshare --mount --propagation private -- "${BASH}" "${self}"
   # Back in the caller's mount namespace: nothing was mounted below the volume meanwhile, nothing is left.
-  refuseMountsBelow "${vol}" "after cleaning $(quote "${vol}")"
-  refuseLeftovers "${vol}" "${vol}"
+  refuseAfterClean "${vol}" "${vol}"
   log "done"
   exit 0
 fi
@@ -99,9 +106,7 @@ refuseUnlessMountedVolume "${vol}"
 log "removing the contents of $(quote "${vol}")"
 status=0
 idle find . -xdev -mindepth 1 -delete || status=$?
-readMountInfo
-refuseMountsBelow "${vol}" "after cleaning $(quote "${vol}")"
-refuseLeftovers . "${vol}"
+refuseAfterClean . "${vol}"
 if (( status != 0 )); then
   errorExit "find exited with status ${status}"
 fi

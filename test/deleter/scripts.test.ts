@@ -363,12 +363,13 @@ describe.skipIf(mountSkip !== undefined)('fsclean.sh on mounts', () => {
     expect(r.stderr.trimEnd()).toBe(`ERROR: refusing to clean ${vol}: the mount listed at it is hidden by the mount at ${host}`);
   });
 
-  it('never descends into a bind mount made on the host while it runs (between the checks and find)', () => {
-    const { vol, sibling } = volumes();
-    const at = join(vol, 'late');
-    mkdirSync(at);
-    // A `find` shim: when the removal starts, bind-mount the sibling volume at vol/late in the
-    // mount namespace of this test process (the host's view), then run the real find.
+  /**
+   * Runs fsclean.sh on `vol` through a `find` shim that bind-mounts `source` at `at` (mkdir -p) in
+   * the mount namespace of this test process (the host's view) once, either just before the find
+   * that removes (`delete`), or just after the emptiness check of the run in the private namespace
+   * (`after-private-run`), where only the checks back in the caller's namespace can see it.
+   */
+  function runWithRacingMount(vol: string, source: string, at: string, when: 'delete' | 'after-private-run'): Run {
     const shim = join(work, 'bin');
     mkdirSync(shim);
     const marker = join(work, 'raced');
@@ -377,24 +378,47 @@ describe.skipIf(mountSkip !== undefined)('fsclean.sh on mounts', () => {
       join(shim, 'find'),
       [
         '#!/bin/bash',
-        'if [[ " $* " == *" -delete "* && ! -e "$RACE_MARKER" ]]; then',
-        '  nsenter --mount="/proc/$RACE_PID/ns/mnt" -- mount --bind "$RACE_SOURCE" "$RACE_TARGET" && : > "$RACE_MARKER"',
-        'fi',
-        `exec ${realFind} "$@"`,
+        'race() {',
+        '  [[ -e "$RACE_MARKER" ]] && return',
+        '  nsenter --mount="/proc/$RACE_PID/ns/mnt" -- bash -c \'mkdir -p "$1" && mount --bind "$2" "$1"\' _ "$RACE_TARGET" "$RACE_SOURCE" && : > "$RACE_MARKER"',
+        '}',
+        'if [[ "$RACE_WHEN" == delete && " $* " == *" -delete "* ]]; then race; fi',
+        `${realFind} "$@"; status=$?`,
+        'if [[ "$RACE_WHEN" == after-private-run && " $* " == *" -empty "* && "${FSCLEAN_PRIVATE_NAMESPACE:-}" == 1 ]]; then race; fi',
+        'exit $status',
         '',
       ].join('\n'),
     );
     chmodSync(join(shim, 'find'), 0o755);
     mounts.push(at);
+    const env = { LOCAL_PV_FILESYSTEM: vol, RACE_PID: String(process.pid), RACE_SOURCE: source, RACE_TARGET: at, RACE_MARKER: marker, RACE_WHEN: when };
+    const r = runScript('fsclean.sh', env, [], shim);
+    expect(existsSync(marker), 'the shim made its mount').toBe(true);
+    return r;
+  }
+
+  it('never descends into a bind mount made on the host while it runs (between the checks and find)', () => {
+    const { vol, sibling } = volumes();
+    const at = join(vol, 'late');
+    mkdirSync(at);
     const before = snapshot(sibling);
-    const r = runScript('fsclean.sh', { LOCAL_PV_FILESYSTEM: vol, RACE_PID: String(process.pid), RACE_SOURCE: sibling, RACE_TARGET: at, RACE_MARKER: marker }, [], shim);
+    const r = runWithRacingMount(vol, sibling, at, 'delete');
     expect(snapshot(sibling)).toEqual(before);
-    expect(existsSync(marker)).toBe(true);
     // The private namespace removed vol/late (a mount point only in another namespace), which
     // detached the host's bind mount of the sibling from the volume: nothing of it is left.
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(mountsUnder(vol)).toEqual([vol]);
     expect(readdirSync(vol)).toEqual([]);
+  });
+
+  it('fails, naming it, when a mount below the volume shows up on the host after the private clean', () => {
+    const { vol, sibling } = volumes();
+    const at = join(vol, 'late');
+    const before = snapshot(sibling);
+    const r = runWithRacingMount(vol, sibling, at, 'after-private-run');
+    expect(snapshot(sibling)).toEqual(before);
+    expect(r.status).toBe(1);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([`ERROR: after cleaning ${vol}: 1 mount point(s) below it, unmount them first: ${at}`]);
   });
 });
