@@ -3,9 +3,10 @@
 # included) and keeps the directory itself. Run by the cleanup Job of a
 # Filesystem volume. Before anything is removed it checks the mount table
 # (/proc/self/mountinfo) and refuses (exit 1, nothing deleted) when:
-#   - the directory is not itself a mount point we see (the volume is not
-#     mounted: cleaning would empty the file system underneath), or the device
-#     of the mount does not match the directory's (st_dev);
+#   - the directory is not itself a mount point (the volume is not mounted:
+#     cleaning would empty the file system underneath), or that mount is hidden
+#     by a later one (its device is not the directory's st_dev, or a walk of the
+#     mount tree along the path ends elsewhere);
 #   - any mount point lies below the directory. `find -xdev` compares devices
 #     only, so it would descend into a bind mount of the same disk (a sibling
 #     volume, the disk root) and delete foreign data.
@@ -13,6 +14,7 @@
 # (unshare), so a mount made meanwhile cannot be entered; afterwards the mount
 # table and the directory are checked again in the caller's view and the script
 # fails if a mount point or any entry is left.
+# FSCLEAN_PRIVATE_NAMESPACE=1 is internal: it marks the run inside unshare.
 set -euo pipefail
 export LC_ALL=C
 self=$(readlink -f "$0")
