@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { pino, type Logger } from 'pino';
 import type { V1Job } from '@kubernetes/client-node';
 import { Deleter } from '../../src/deleter/deleter.ts';
+import { generatePVName } from '../../src/discovery/naming.ts';
 import { JobController } from '../../src/deleter/jobcontroller.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
@@ -264,7 +265,9 @@ describe('Deleter + JobController', () => {
       mkdirSync(join(mountDir, 'pv1'), { recursive: true });
       const cls = { hostDir: '/mnt/disks', mountDir, blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem' as const, namePattern: '*' };
       const config = testConfig({ sc1: cls }, { useJobForCleaning: true });
-      fake.put('persistentvolumes', makePV('pv1'));
+      // Named as discovery names /mnt/disks/pv1 on this node (the deleter refuses other names).
+      const name = generatePVName('pv1', NODE, 'sc1');
+      fake.put('persistentvolumes', makePV(name, { path: '/mnt/disks/pv1' }));
       const jc = makeController();
       jc.start();
       await jc.waitForSync();
@@ -285,22 +288,22 @@ describe('Deleter + JobController', () => {
         readMountPoints: () => Promise.resolve(new Set([join(mountDir, 'pv1')])),
       });
       await d.deletePVs();
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1);
 
-      fake.setStatus('jobs', jobKey('pv1'), failed);
-      await vi.waitFor(() => expect(jc.status('pv1').state).toBe('Backoff'));
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(false));
+      fake.setStatus('jobs', jobKey(name), failed);
+      await vi.waitFor(() => expect(jc.status(name).state).toBe('Backoff'));
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(false));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1); // held by the backoff
       now += 31_000;
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(2);
 
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
-      fake.setStatus('jobs', jobKey('pv1'), complete);
-      await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
+      fake.setStatus('jobs', jobKey(name), complete);
+      await vi.waitFor(() => expect(fake.object('persistentvolumes', name)).toBeUndefined());
       await vi.waitFor(() => expect(fake.objects('jobs')).toEqual([]));
       expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'job' })).toBe(1);
       expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);
