@@ -6,7 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1PersistentVolume, type V1Pod, type V1SecurityContext } from '@kubernetes/client-node';
+import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1Container, type V1PersistentVolume, type V1Pod, type V1SecurityContext } from '@kubernetes/client-node';
 import { freePort } from '../harness/controlplane.ts';
 import { apiStatus, waitFor } from '../harness/kube.ts';
 import type { RunResult } from '../harness/node-agent.ts';
@@ -328,7 +328,7 @@ export function hostJobRunner(runs: Array<{ pod: string; command: string[]; exit
     new Promise<RunResult>((resolve) => {
       const c = pod.spec?.containers[0];
       const command = (c?.command ?? []).map((a) => (a.startsWith('/scripts/') ? join(repo, 'deployment', 'scripts', a.slice('/scripts/'.length)) : a));
-      const confine = confinement(c?.securityContext);
+      const confine = [...mountView(c?.volumeMounts), ...confinement(c?.securityContext)];
       const env: Record<string, string> = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
       for (const e of c?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
       const [file, ...args] = [...confine, ...command];
@@ -342,6 +342,15 @@ export function hostJobRunner(runs: Array<{ pod: string; command: string[]; exit
         resolve(exitCode === 0 ? { exitCode } : { exitCode, message: stderr.slice(-200) });
       });
     });
+}
+
+/**
+ * The container's view of the host's mounts: with `HostToContainer` it follows them (the host's own
+ * namespace here); without propagation it is a private copy taken when the container starts.
+ */
+function mountView(mounts: V1Container['volumeMounts']): string[] {
+  const hostDir = mounts?.[0];
+  return hostDir && (hostDir.mountPropagation ?? 'None') === 'None' ? ['unshare', '--mount', '--propagation', 'private', '--'] : [];
 }
 
 /**

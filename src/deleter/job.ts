@@ -6,8 +6,13 @@
 //   a failed Job then blocked the PV forever);
 // - ttlSecondsAfterFinished (default 1 h) as a safety net; the job controller
 //   deletes finished Jobs itself;
-// - mountPropagation HostToContainer on the discovery-dir mount, so the Job sees
-//   volumes mounted on the host after it started;
+// - Block: mountPropagation HostToContainer on the discovery-dir mount, so the
+//   Job sees volumes mounted on the host after it started. Filesystem: none (the
+//   upstream default): the container's view of the mounts is a private copy
+//   taken when it starts, so a mount made on the host during the clean can never
+//   be entered. That is what fsclean.sh's own private mount namespace (unshare)
+//   gives a privileged container; unprivileged, unshare is not allowed and the
+//   script cleans in the container's namespace, which must then be private;
 // - least privilege: a Filesystem clean only unlinks files below a hostPath
 //   directory as root, so it runs unprivileged with only CAP_DAC_OVERRIDE and
 //   CAP_FOWNER (any file mode, sticky directories), no privilege escalation, a
@@ -76,6 +81,28 @@ export interface CleanupJobParams {
 
 export const cleanupJobName = (pvName: string): string => `${JOB_NAME_PREFIX}${pvName}`;
 
+/** The PV a cleanup Job is for, or why the Job is not one of ours to act on. */
+export type JobTarget = { readonly pvName: string; readonly problem?: undefined } | { readonly pvName?: undefined; readonly problem: string };
+
+/**
+ * The PV name comes from the Job name (cleanup-<pv>), and the `pv` label must
+ * agree with it: a Job whose label names another PV (or none), or whose name
+ * lacks the prefix, is not trusted to stand for any PV.
+ */
+export function jobTarget(job: V1Job): JobTarget {
+  const name = job.metadata?.name ?? '';
+  if (!name.startsWith(JOB_NAME_PREFIX) || name.length === JOB_NAME_PREFIX.length) {
+    return { problem: `its name ${JSON.stringify(name)} is not ${JOB_NAME_PREFIX}<pv name>` };
+  }
+  const pvName = name.slice(JOB_NAME_PREFIX.length);
+  const label = job.metadata?.labels?.[PV_LABEL];
+  if (label !== pvName) {
+    const shown = label === undefined ? 'is missing' : `is ${JSON.stringify(label)}`;
+    return { problem: `its label ${PV_LABEL} ${shown}, but its name is for PV ${JSON.stringify(pvName)}` };
+  }
+  return { pvName };
+}
+
 /** Label selector of the Job informer: this node's cleanup Jobs. */
 export const jobLabelSelector = (nodeName: string): string => `${HOSTNAME_LABEL}=${nodeName}`;
 
@@ -111,7 +138,9 @@ export const jobDeadlineSeconds = (deadlineMs: number | undefined): number =>
 export function buildCleanupJob(p: CleanupJobParams): V1Job {
   const mountName = generateMountName(p.hostDir, p.mountDir);
   const volumes: V1Volume[] = [{ name: mountName, hostPath: { path: p.hostDir } }];
-  const mounts: V1VolumeMount[] = [{ name: mountName, mountPath: p.mountDir, mountPropagation: 'HostToContainer' }];
+  const mounts: V1VolumeMount[] = [
+    p.mode === 'Block' ? { name: mountName, mountPath: p.mountDir, mountPropagation: 'HostToContainer' } : { name: mountName, mountPath: p.mountDir },
+  ];
   if (p.mode === 'Block') {
     // The device nodes the symlinks in the discovery dir point to (upstream #55).
     volumes.push({ name: 'dev', hostPath: { path: '/dev' } });

@@ -101,7 +101,8 @@ describe('buildCleanupJob', () => {
                 capabilities: { drop: ['ALL'], add: ['DAC_OVERRIDE', 'FOWNER'] },
                 seccompProfile: { type: 'RuntimeDefault' },
               },
-              volumeMounts: [{ name: mountName, mountPath: '/discoveryPath', mountPropagation: 'HostToContainer' }],
+              // No mountPropagation: a private view of the mounts, fixed when the container starts.
+              volumeMounts: [{ name: mountName, mountPath: '/discoveryPath' }],
             },
           ],
           volumes: [{ name: mountName, hostPath: { path: '/mnt/disks' } }],
