@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { pino, type Logger } from 'pino';
+import { pino } from 'pino';
 import type { V1Job } from '@kubernetes/client-node';
 import { Deleter } from '../../src/deleter/deleter.ts';
 import { generatePVName } from '../../src/discovery/naming.ts';
