@@ -4,6 +4,7 @@
 // then config watcher -> supervisor -> controller generations.
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { pvOnThisNode } from './cache/pv-cache.ts';
+import { readConfigDir } from './config/load.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
@@ -139,6 +140,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   const watcher = new ConfigWatcher({
     dir: opts.configDir,
+    read: (dir) => readConfigDir(dir, { maxFileBytes: opts.maxConfigFileBytes }),
     pollIntervalMs: opts.configSyncPeriodMs,
     watch: opts.configWatch,
     onResult: (res) => supervisor.handle(res),
