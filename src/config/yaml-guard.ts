@@ -12,10 +12,15 @@
 // also covers what its error recovery builds from malformed input (block
 // sequences inside flow ones, "a b: c" as a nested map, …).
 //
+// The same loop counts the tokens that become nodes (scalars, aliases,
+// collections, pairs) and stops past MAX_YAML_NODES: the parser and the tree
+// cost about 1.4 KB of RSS per node, so 256 KiB of "[a,a,a,…" (131,000
+// nodes) would take +190 MB. A real 256 KiB config has under 38,000.
+//
 // Characters YAML does not allow are rejected first, as go-yaml v2 does
 // ("control characters are not allowed").
-import { Lexer } from 'yaml';
-import type { CST, LineCounter, Parser } from 'yaml';
+import { CST, Lexer } from 'yaml';
+import type { LineCounter, Parser } from 'yaml';
 
 /**
  * Deepest parser stack accepted in one config file: about one entry per
@@ -23,6 +28,21 @@ import type { CST, LineCounter, Parser } from 'yaml';
  * be deeper by the one-pair maps of "[k: v]" items (at most twice as deep).
  */
 export const MAX_YAML_NESTING = 64;
+
+/** Most node-making tokens accepted in one config file; 2,000 classes with every key set take 34,000. */
+export const MAX_YAML_NODES = 50_000;
+
+const NODE_TOKENS = new Set([
+  'scalar',
+  'single-quoted-scalar',
+  'double-quoted-scalar',
+  'alias',
+  'flow-map-start',
+  'flow-seq-start',
+  'seq-item-ind',
+  'explicit-key-ind',
+  'map-value-ind',
+]);
 
 export class YamlLimitError extends Error {
   /** 1-based line, when known. */
@@ -53,18 +73,25 @@ export function forbiddenCharacter(text: string): YamlLimitError | undefined {
   return new YamlLimitError(`character U+${cp} is not allowed in YAML (control characters are not allowed)`, lineAt(text, bad.index));
 }
 
+export interface YamlLimits {
+  readonly maxNesting?: number | undefined;
+  readonly maxNodes?: number | undefined;
+}
+
 /**
  * What `parser.parse(source)` yields, but throws a YamlLimitError as soon as
- * the parser has more than `maxNesting` tokens open.
+ * the parser has more than `maxNesting` tokens open, or the text has more than
+ * `maxNodes` tokens that make nodes.
  */
-export function* boundedParse(
-  parser: Parser,
-  source: string,
-  lines: LineCounter,
-  maxNesting: number = MAX_YAML_NESTING,
-): Generator<CST.Token, void> {
+export function* boundedParse(parser: Parser, source: string, lines: LineCounter, limits: YamlLimits = {}): Generator<CST.Token, void> {
+  const maxNesting = limits.maxNesting ?? MAX_YAML_NESTING;
+  const maxNodes = limits.maxNodes ?? MAX_YAML_NODES;
+  let nodes = 0;
   lines.addNewLine(0); // what Parser#parse does first
   for (const lexeme of new Lexer().lex(source)) {
+    if (NODE_TOKENS.has(CST.tokenType(lexeme) ?? '') && ++nodes > maxNodes) {
+      throw new YamlLimitError(`YAML has more than ${maxNodes} nodes (values, keys, lists and maps)`, lines.linePos(parser.offset).line);
+    }
     yield* parser.next(lexeme);
     if (parser.stack.length > maxNesting) {
       throw new YamlLimitError(`YAML nested deeper than ${maxNesting} levels`, lines.linePos(parser.offset).line);

@@ -8,7 +8,7 @@ import { Composer, isMap, isPair, isSeq, LineCounter, Parser } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseGoYaml } from '../../src/config/goyaml.ts';
 import type { GoValue } from '../../src/config/goyaml.ts';
-import { boundedParse, MAX_YAML_NESTING, YamlLimitError } from '../../src/config/yaml-guard.ts';
+import { boundedParse, MAX_YAML_NESTING, MAX_YAML_NODES, YamlLimitError } from '../../src/config/yaml-guard.ts';
 
 const LOAD_TS = fileURLToPath(new URL('../../src/config/load.ts', import.meta.url));
 
@@ -49,6 +49,16 @@ describe('parseGoYaml: nesting is bounded before the parser builds it', () => {
     expect(treeDepth(parseGoYaml(flow).value)).toBe(40);
   });
 
+  it('stops a flat text of too many nodes while parsing it, with the line reached', () => {
+    const nodes = `${MAX_YAML_NODES} nodes (values, keys, lists and maps)`;
+    expect(parseGoYaml(`x: [${'a,'.repeat(MAX_YAML_NODES)}a]\n`).errors).toEqual([{ message: `YAML has more than ${nodes}`, line: 1 }]);
+    const block = parseGoYaml(`x:\n${'- a\n'.repeat(MAX_YAML_NODES / 2)}`);
+    expect(block.errors).toEqual([{ message: `YAML has more than ${nodes}`, line: MAX_YAML_NODES / 2 + 1 }]); // "x:" is line 1, item 25,000 starts token 50,001
+    // 20,000 list items (plus their indicators) are fine
+    const fine = parseGoYaml(`x:\n${'- a\n'.repeat(20_000)}`).value;
+    expect(fine?.kind === 'map' && fine.entries[0]!.value.kind === 'seq' && fine.entries[0]!.value.items.length).toBe(20_000);
+  });
+
   it('rejects characters YAML forbids, with their line, as go-yaml does', () => {
     expect(parseGoYaml('a: 1\nb: x\u0000y\n').errors).toEqual([
       { message: 'character U+0000 is not allowed in YAML (control characters are not allowed)', line: 2 },
@@ -74,7 +84,7 @@ describe('parseGoYaml: nesting is bounded before the parser builds it', () => {
         const lines = new LineCounter();
         const composer = new Composer({ version: '1.1', schema: 'failsafe', uniqueKeys: false });
         try {
-          for (const doc of composer.compose(boundedParse(new Parser(lines.addNewLine), text, lines, limit), true, text.length)) {
+          for (const doc of composer.compose(boundedParse(new Parser(lines.addNewLine), text, lines, { maxNesting: limit }), true, text.length)) {
             expect(nodeDepth(doc.contents)).toBeLessThanOrEqual(2 * limit);
           }
         } catch (err) {
