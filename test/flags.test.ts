@@ -54,7 +54,7 @@ describe('parseOptions', () => {
   });
 
   it('documents every flag and env var in --help', () => {
-    for (const w of ['--listen-address', '--metrics-path', '--discovery-period', '--config-sync-period', '--config-dir', '--kube-api-qps', '--kube-api-burst', '--hot-reload', '--dry-run', 'MY_NODE_NAME', 'MY_NAMESPACE', 'JOB_CONTAINER_IMAGE', 'KUBECONFIG', 'SIGHUP']) {
+    for (const w of ['--listen-address', '--metrics-path', '--discovery-period', '--config-sync-period', '--config-dir', '--max-config-file-size', '--kube-api-qps', '--kube-api-burst', '--hot-reload', '--dry-run', 'MY_NODE_NAME', 'MY_NAMESPACE', 'JOB_CONTAINER_IMAGE', 'KUBECONFIG', 'SIGHUP']) {
       expect(HELP).toContain(w);
     }
   });
