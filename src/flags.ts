@@ -112,7 +112,8 @@ function parseDur(name: string, v: string): number {
   }
   const problem = timerDurationProblem(ms);
   if (problem !== undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: ${problem}`);
-  return ms;
+  // Whole milliseconds: execa's timeout (--clean-timeout) throws on a fraction, for every clean.
+  return Math.ceil(ms);
 }
 
 function parseSize(name: string, v: string): number {

@@ -78,6 +78,11 @@ describe('parseOptions: durations must fit a timer', () => {
   it('accepts the longest timer', () => {
     expect(parseOptions(['--clean-timeout=596h31m23.647s'], {}).cleanTimeoutMs).toBe(2 ** 31 - 1);
   });
+
+  it('rounds up to whole milliseconds (execa refuses a fractional timeout, failing every clean)', () => {
+    const o = parseOptions(['--clean-timeout=1500us', '--discovery-period=1.0001s', '--config-sync-period=2.5ms'], {});
+    expect([o.cleanTimeoutMs, o.discoveryPeriodMs, o.configSyncPeriodMs]).toEqual([2, 1001, 3]);
+  });
 });
 
 describe('parseOptions: --log-level', () => {
