@@ -132,5 +132,5 @@ describe('the daemon binary on a bad flag', () => {
     expect(lines[0]).toMatch(first);
     expect(lines.slice(1)).toEqual(['Run with --help for usage.']);
     expect(child.stdout).toBe('');
-  });
+  }, 90_000);
 });

@@ -173,5 +173,5 @@ describe('readConfigDir: size limit', () => {
     if (!result.ok) throw new Error(JSON.stringify(result.errors.slice(0, 3)));
     expect(Object.keys(result.config.storageClassMap)).toHaveLength(1200);
     expect(result.config.storageClassMap['class-01199']).toMatchObject({ hostDir: '/mnt/disks/class-01199', fsType: 'ext4' });
-  });
+  }, 60_000);
 });

@@ -57,7 +57,7 @@ describe('parseGoYaml: nesting is bounded before the parser builds it', () => {
     // 20,000 list items (plus their indicators) are fine
     const fine = parseGoYaml(`x:\n${'- a\n'.repeat(20_000)}`).value;
     expect(fine?.kind === 'map' && fine.entries[0]!.value.kind === 'seq' && fine.entries[0]!.value.items.length).toBe(20_000);
-  });
+  }, 60_000);
 
   it('rejects characters YAML forbids, with their line, as go-yaml does', () => {
     expect(parseGoYaml('a: 1\nb: x\u0000y\n').errors).toEqual([
@@ -93,7 +93,7 @@ describe('parseGoYaml: nesting is bounded before the parser builds it', () => {
       }),
       { numRuns: 3000 },
     );
-  });
+  }, 60_000);
 });
 
 describe('loading a deeply nested file under the DaemonSet memory limit', () => {
@@ -123,5 +123,5 @@ describe('loading a deeply nested file under the DaemonSet memory limit', () => 
     expect(result.errors).toEqual([
       { path: 'storageClassMap', file: 'storageClassMap', line: 1, message: `YAML nested deeper than ${MAX_YAML_NESTING} levels` },
     ]);
-  });
+  }, 150_000);
 });
