@@ -4,8 +4,8 @@
 // then config watcher -> supervisor -> controller generations.
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { pvOnThisNode } from './cache/pv-cache.ts';
-import { readConfigDir } from './config/load.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
+import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
