@@ -105,7 +105,7 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
   }
   let loaded;
   try {
-    loaded = await loadConfig(opts.configDir);
+    loaded = await loadConfig(opts.configDir, { maxFileBytes: opts.maxConfigFileBytes });
   } catch (err) {
     process.stderr.write(`local-volume-provisioner: ${(err as Error).message}\n`);
     return 1;

@@ -5,6 +5,7 @@
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { nodePVSelection } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
+import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
@@ -141,6 +142,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   const watcher = new ConfigWatcher({
     dir: opts.configDir,
+    read: (dir) => readConfigDir(dir, { maxFileBytes: opts.maxConfigFileBytes }),
     pollIntervalMs: opts.configSyncPeriodMs,
     watch: opts.configWatch,
     onResult: (res) => supervisor.handle(res),

@@ -166,6 +166,20 @@ describe('ConfigWatcher: change detection', () => {
 });
 
 describe('ConfigWatcher: reads', () => {
+  it('reports a file over the size limit as an invalid config, once, naming the file and both sizes', async () => {
+    await writer.write(BASE);
+    const w = makeWatcher({ watch: false, read: (d) => readConfigDir(d, { maxFileBytes: 4096 }) });
+    await w.start();
+    expect(results[0]!.result.ok).toBe(true);
+    await writer.write({ storageClassMap: `${BASE.storageClassMap}# ${'x'.repeat(5000)}\n` });
+    await w.checkNow();
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+    const r = results[1]!.result;
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.errors[0]!.message).toMatch(/config file \S+\/storageClassMap is \d+ bytes, over the limit of 4096 bytes \(--max-config-file-size\)$/);
+  });
+
   it('retries transient read errors and never reports them as invalid', async () => {
     await writer.write(BASE);
     let failures = 2;
