@@ -20,8 +20,9 @@
 //   failed create is retried with a per-PV backoff instead of on every pass.
 // - The mount table is /proc/self/mountinfo with escapes decoded, read at most
 //   once per pass and only when a new filesystem entry needs the check.
-// - The capacity gauge is set once per pass to the sum, over all classes, of the
-//   volumes whose PV this pass created (per detected mode), not "last class wins".
+// - The capacity gauge is not set here: it is read at scrape time from this
+//   node's PVs (src/metrics, registerCapacitySource), so it is right in steady
+//   state and after deletes, unlike the Go provisioner's per-pass value.
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Node, V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
@@ -97,7 +98,6 @@ interface Pass {
   readonly problems: Set<string>;
   /** PV names of the entries looked at in this pass. */
   readonly seen: Set<string>;
-  readonly capacity: Record<VolumeMode, bigint>;
   mountPoints?: Promise<Set<string>>;
 }
 
@@ -169,7 +169,6 @@ export class Discoverer {
       warnings: [],
       problems: new Set(),
       seen: new Set(),
-      capacity: { Filesystem: 0n, Block: 0n },
     };
     if ('error' in this.#setup) {
       this.#problem(pass, '', 'error', REASON_DISCOVERY_FAILED, this.#setup.error);
@@ -377,7 +376,6 @@ export class Discoverer {
     this.#o.pvCache.noteCreated(created);
     this.#log.info({ pv: e.pvName }, `Created PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}`);
     pass.created.push(e.pvName);
-    pass.capacity[mode] += roundDownCapacityPretty(capacity);
     this.#o.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
     this.#o.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
   }
@@ -411,8 +409,6 @@ export class Discoverer {
   }
 
   #finish(pass: Pass, completed: boolean): void {
-    this.#o.metrics.capacityBytes.set({ mode: 'Block' }, Number(pass.capacity.Block));
-    this.#o.metrics.capacityBytes.set({ mode: 'Filesystem' }, Number(pass.capacity.Filesystem));
     // Forget problems that went away, so they are reported again if they come back.
     // After an aborted pass we cannot tell, so keep them.
     if (!completed) return;
