@@ -8,14 +8,13 @@ import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { createImmediateClass, startDaemon, writeScript } from './support/cleanup.ts';
 import { GO_METRICS, parseExposition } from './support/go-metrics.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { configFiles, metric, pvsOfNode, releasePV, waitPV, waitPVGone } from './support/hot-reload.ts';
-import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import type { ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/discovery/naming.ts';
 
 const { core, storage } = adminClients();
@@ -213,18 +212,8 @@ describe('the Go DaemonSet args (klog flags)', () => {
     await createNode(core, node);
     const cls = uniqueName('klog-sc');
     await createImmediateClass(storage, cls);
-    const cfg = host.mkdir('config');
-    host.mkdir('disc');
-    writeFileSync(join(cfg, 'storageClassMap'), `${cls}:\n  hostDir: /mnt/host/disc\n  mountDir: ${host.path('disc')}\n`);
-    prov = startProvisioner({
-      configDir: cfg,
-      nodeName: node,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: host.path('provisioner.log'),
-      logLevel: null,
-      args: ['--discovery-period=1s', ...GO_ARGS],
-    });
+    const files = configFiles({ classes: { [cls]: { hostDir: '/mnt/host/disc', mountDir: host.mkdir('disc') } } });
+    prov = await startDaemon(host, { nodeName: node, files, args: GO_ARGS, logLevel: null });
   });
 
   afterAll(async () => {
