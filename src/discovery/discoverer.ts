@@ -251,7 +251,7 @@ export class Discoverer {
     try {
       mode = await detectVolumeMode(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err));
+      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
       return;
     }
 
@@ -259,7 +259,7 @@ export class Discoverer {
     if (cached) {
       if (cached.spec?.volumeMode === 'Block' && mode === 'Filesystem') {
         const msg = `incorrect Volume Mode: PV ${JSON.stringify(e.pvName)} requires block mode but path ${JSON.stringify(e.filePath)} was in fs mode`;
-        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached));
+        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached), e.pvName);
       }
       return;
     }
@@ -267,7 +267,7 @@ export class Discoverer {
     const users = this.#o.pvCache.lookupByPath(e.hostPath);
     if (users.length > 0) {
       const msg = `Volume path already in use: PV ${JSON.stringify(e.pvName)} wants path ${JSON.stringify(e.hostPath)} which was already found in ${users.map((p) => JSON.stringify(p.metadata?.name ?? '')).join(', ')}.`;
-      this.#problem(pass, key, 'log', '', msg);
+      this.#problem(pass, key, 'log', '', msg, undefined, e.pvName);
       return;
     }
 
@@ -302,7 +302,7 @@ export class Discoverer {
       }
       if (e.cls.volumeMode === 'Block') {
         const msg = `path ${JSON.stringify(e.filePath)} of filesystem mode cannot be used to create block volume`;
-        this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg);
+        this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }
       const mountInfoPath = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
@@ -318,12 +318,12 @@ export class Discoverer {
       }
       if (!mountPoints.has(e.filePath)) {
         const msg = `path ${JSON.stringify(e.filePath)} is not a valid mount point: mountPath=${JSON.stringify(e.filePath)} wasn't found in the ${mountInfoPath} file`;
-        this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg);
+        this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }
       return await filesystemCapacity(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err));
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
       return undefined;
     }
   }
@@ -368,7 +368,7 @@ export class Discoverer {
       }
       const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errText(err)}`;
       this.#createErrors.set(e.pvName, msg);
-      this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg);
+      this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg, undefined, e.pvName);
       return;
     }
     this.#createBackoff.forget(e.pvName);
@@ -383,18 +383,19 @@ export class Discoverer {
   /**
    * Records a problem: into the pass's errors or warnings (or only the log),
    * and as a Warning Event (on `ref`, default the Node) only when this key's
-   * message is new or changed.
+   * message is new or changed. `pv` (the PV an entry has or would get) names it in the log line.
    */
-  #problem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', reason: string, msg: string, ref?: ObjectRef): void {
+  #problem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', reason: string, msg: string, ref?: ObjectRef, pv?: string): void {
     this.#noteProblem(pass, key, level, msg);
     if (this.#reported.get(key) === msg) return;
     this.#reported.set(key, msg);
+    const fields = pv === undefined ? {} : { pv };
     if (level === 'log') {
-      this.#log.error(msg);
+      this.#log.error(fields, msg);
       return;
     }
-    if (level === 'error') this.#log.error(msg);
-    else this.#log.warn(msg);
+    if (level === 'error') this.#log.error(fields, msg);
+    else this.#log.warn(fields, msg);
     this.#o.recorder.event(ref ?? this.#nodeRef, 'Warning', reason, msg);
   }
 

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
@@ -239,6 +240,21 @@ describe('Discoverer', () => {
     await mounts(p!);
     const r = await discoverer(config({ sc1: cls('sc1') })).discover();
     expect(r.created).toEqual([generatePVName('my disk', 'test-node', 'sc1')]);
+  });
+
+  it('names the PV (field pv) in every log line about an entry, problems included', async () => {
+    const dir = join(root, 'sc1');
+    const [good] = await dirs(dir, 'good', 'notmounted');
+    await writeFile(join(dir, 'stray.txt'), 'x');
+    await mounts(good!);
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s) as Record<string, unknown>) });
+    await discoverer(config({ sc1: cls('sc1') }), { logger }).discover();
+    const about = (entry: string): Array<Record<string, unknown>> => lines.filter((l) => String(l['msg']).includes(join(dir, entry)) || String(l['msg']).includes(`/mnt/host/sc1/${entry}`));
+    for (const entry of ['good', 'notmounted', 'stray.txt']) {
+      expect(about(entry).length, entry).toBeGreaterThan(0);
+      for (const l of about(entry)) expect(l['pv'], String(l['msg'])).toBe(generatePVName(entry, 'test-node', 'sc1'));
+    }
   });
 
   it('stray file, broken symlink and unmounted dir: one Event each, no PV, still ready, then silent', async () => {
