@@ -481,6 +481,22 @@ describe('ConfigWatcher + Supervisor with the kubelet writer', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
+  it('a misspelt key added to the running config is warned (with the nearest key), and no restart', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
+    const writer = new AtomicWriter(dir);
+    await writer.write(A);
+    const { sup, h, logs } = setup();
+    watcher = new ConfigWatcher({ dir, pollIntervalMs: 60_000, watch: false, logger: silentLogger, onResult: (r) => sup.handle(r) });
+    await watcher.start();
+    await writer.write({ ...A, useNodeNameOnIy: 'true' });
+    await watcher.checkNow();
+    await writer.write({ ...C, useNodeNameOnIy: 'true' }); // a reload that keeps the typo
+    await watcher.checkNow();
+    const warned = logs.filter((l) => String(l['msg']).includes('did you mean "useNodeNameOnly"?'));
+    expect(warned).toHaveLength(2);
+    expect(h.starts).toHaveLength(2); // A, then C: the typo alone restarted nothing
+  });
+
   it('bad config at start-up, a fix, a burst of 20 swaps (at most 2 restarts), touches (none)', async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
     const writer = new AtomicWriter(dir);
