@@ -23,7 +23,8 @@ const MIB = 1024 * 1024;
 const CAPACITY = 'local_volume_provisioner_persistentvolume_capacity_bytes';
 
 describe.skipIf(!isRoot())('metrics: parity with the Go provisioner, capacity gauge', () => {
-  const host = new HostFixtures('lsp-ops-');
+  // Made in beforeAll: a describe filtered out (-t) must leave no temp dir behind.
+  let host: HostFixtures;
   const node = uniqueName('ops-node');
   const ns = uniqueName('ops-ns');
   const fsClass = uniqueName('ops-fs');
@@ -32,6 +33,7 @@ describe.skipIf(!isRoot())('metrics: parity with the Go provisioner, capacity ga
   const name = (entry: string, cls = fsClass): string => generatePVName(entry, node, cls);
 
   beforeAll(async () => {
+    host = new HostFixtures('lsp-ops-');
     await createNode(core, node);
     await core.createNamespace({ body: { metadata: { name: ns } } });
     await createImmediateClass(storage, fsClass);
@@ -67,7 +69,7 @@ describe.skipIf(!isRoot())('metrics: parity with the Go provisioner, capacity ga
     await core.deletePersistentVolume({ name: name('clash') }).catch(() => undefined);
     for (const pv of await pvsOfNode(core, node)) await core.deletePersistentVolume({ name: pv.metadata!.name! }).catch(() => undefined);
     await core.deleteNamespace({ name: ns }).catch(() => undefined);
-    host.cleanup();
+    host?.cleanup();
   });
 
   it('every Go metric has its name, type, label names and buckets on /metrics of the running daemon', async () => {
@@ -140,12 +142,14 @@ describe.skipIf(!isRoot())('metrics: parity with the Go provisioner, capacity ga
 });
 
 describe.skipIf(!isRoot())('--dry-run against the real control plane', () => {
-  const host = new HostFixtures('lsp-dry-');
+  // Made in beforeAll: a describe filtered out (-t) must leave no temp dir behind.
+  let host: HostFixtures;
   const node = uniqueName('dry-node');
   const fsClass = uniqueName('dry-fs');
   const blkClass = uniqueName('dry-blk');
 
   beforeAll(async () => {
+    host = new HostFixtures('lsp-dry-');
     await createNode(core, node, { 'topology.kubernetes.io/zone': 'z1' });
     await createImmediateClass(storage, fsClass);
     await createImmediateClass(storage, blkClass);
@@ -167,7 +171,7 @@ describe.skipIf(!isRoot())('--dry-run against the real control plane', () => {
     for (const [k, v] of Object.entries(files)) writeFileSync(join(cfg, k), v);
   });
 
-  afterAll(() => host.cleanup());
+  afterAll(() => host?.cleanup());
 
   it('prints only YAML on stdout, which the API server accepts as is (dryRun=All), and writes nothing', async () => {
     const child = spawn(process.execPath, [join(repo, 'src', 'main.ts'), '--dry-run', `--node-name=${node}`, `--config-dir=${host.path('config')}`, '--log-level=debug'], {
@@ -203,12 +207,14 @@ describe.skipIf(!isRoot())('--dry-run against the real control plane', () => {
 });
 
 describe('the Go DaemonSet args (klog flags)', () => {
-  const host = new HostFixtures('lsp-klog-');
+  // Made in beforeAll: a describe filtered out (-t) must leave no temp dir behind.
+  let host: HostFixtures;
   const node = uniqueName('klog-node');
   let prov: ProvisionerProcess | undefined;
   const GO_ARGS = ['-v=2', '--v=4', '-v', '3', '-logtostderr', '--alsologtostderr', '-stderrthreshold=INFO', '--logtostderr=true'];
 
   beforeAll(async () => {
+    host = new HostFixtures('lsp-klog-');
     await createNode(core, node);
     const cls = uniqueName('klog-sc');
     await createImmediateClass(storage, cls);
@@ -218,7 +224,7 @@ describe('the Go DaemonSet args (klog flags)', () => {
 
   afterAll(async () => {
     await prov?.stop();
-    host.cleanup();
+    host?.cleanup();
   });
 
   it('starts and gets ready with -v=2 --v=4 -v 3 -logtostderr ...; one warning; -v 3 means debug; nothing on stdout', async () => {
