@@ -6,6 +6,8 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_MAX_CONFIG_FILE_BYTES } from './config/load.ts';
 import { DEFAULT_CONFIG_DIR } from './config/types.ts';
+import { extractKlogFlags, klogLevel } from './klog-flags.ts';
+import { LOG_FORMATS, type LogFormat } from './util/log.ts';
 import { parseDuration, timerDurationProblem } from './util/duration.ts';
 
 export interface Options {
@@ -24,6 +26,9 @@ export interface Options {
   cleanTimeoutMs: number;
   maxConcurrentCleans: number;
   logLevel: string;
+  logFormat: LogFormat;
+  /** klog flags of the Go provisioner that were given and have no effect (main warns once). */
+  ignoredKlogFlags: string[];
   dryRun: boolean;
   nodeName: string;
   namespace: string;
@@ -68,6 +73,11 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --max-concurrent-cleans N    in-process cleanups running at once (default 4)
   --log-level LEVEL            trace, debug, info, warn, error, fatal or silent (default info,
                                env LOG_LEVEL)
+  --log-format FORMAT          json, text or auto (default auto: text at a terminal outside a
+                               cluster, json otherwise; env LOG_FORMAT). Logs go to stderr.
+  -v N                         the Go provisioner's klog verbosity: 0-1 info, 2-3 debug, 4+ trace
+                               (--log-level and LOG_LEVEL win); its other klog flags
+                               (-logtostderr, -stderrthreshold, ...) are accepted and ignored
   --dry-run                    print, as YAML, the PVs this node would get, then exit;
                                writes nothing to any cluster (reads Node and StorageClasses
                                when a cluster is reachable, otherwise says what it assumed)
@@ -82,6 +92,7 @@ Environment:
   JOB_CONTAINER_IMAGE  image of cleanup Jobs (needed with useJobForCleaning)
   KUBECONFIG           kubeconfig file; without it the in-cluster config is used
   LOG_LEVEL            default for --log-level
+  LOG_FORMAT           default for --log-format
 
 Signals: SIGHUP checks the config directory at once; SIGTERM/SIGINT stop gracefully.
 `;
@@ -130,10 +141,25 @@ function parseLogLevel(v: string): string {
   return v;
 }
 
+function parseLogFormat(v: string): LogFormat {
+  const f = LOG_FORMATS.find((x) => x === v);
+  if (f === undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --log-format: want ${LOG_FORMATS.join(', ')}`);
+  return f;
+}
+
+/** The level -v asks for, unless --log-level or LOG_LEVEL set one. */
+function levelFromKlog(verbosity: number | undefined, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  if (verbosity === undefined || env['LOG_LEVEL']) return undefined;
+  if (args.some((a) => a === '--log-level' || a.startsWith('--log-level='))) return undefined;
+  return klogLevel(verbosity);
+}
+
 /** Parses argv (without node and script) and env; throws an Error with a one-line message on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Options {
+  const klog = extractKlogFlags(argv);
+  const args = goStyle(klog.rest);
   const { values } = parseArgs({
-    args: goStyle(argv),
+    args,
     strict: true,
     allowPositionals: false,
     options: {
@@ -151,6 +177,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'clean-timeout': { type: 'string', default: '1h' },
       'max-concurrent-cleans': { type: 'string', default: '4' },
       'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
+      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
       'dry-run': { type: 'boolean', default: false },
       'node-name': { type: 'string', default: env['MY_NODE_NAME'] ?? '' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -173,7 +200,9 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     configWatch: parseBool('config-watch', values['config-watch']),
     cleanTimeoutMs: parseDur('clean-timeout', values['clean-timeout']),
     maxConcurrentCleans: parsePositiveInt('max-concurrent-cleans', values['max-concurrent-cleans']),
-    logLevel: parseLogLevel(values['log-level']),
+    logLevel: levelFromKlog(klog.verbosity, args, env) ?? parseLogLevel(values['log-level']),
+    logFormat: parseLogFormat(values['log-format']),
+    ignoredKlogFlags: klog.ignored,
     dryRun: values['dry-run'],
     nodeName: values['node-name'],
     namespace: env['MY_NAMESPACE'] || 'default',

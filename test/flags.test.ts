@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_BURST, DEFAULT_QPS, HELP, LOG_LEVELS, parseOptions } from '../src/flags.ts';
+import { extractKlogFlags, klogLevel } from '../src/klog-flags.ts';
 
 describe('parseOptions', () => {
   it('has the Go provisioner defaults', () => {
@@ -133,4 +134,63 @@ describe('the daemon binary on a bad flag', () => {
     expect(lines.slice(1)).toEqual(['Run with --help for usage.']);
     expect(child.stdout).toBe('');
   }, 90_000);
+});
+
+describe('klog flags of the Go provisioner', () => {
+  const GO_ARGS = ['-v=2', '--v=4', '-v', '3', '-logtostderr', '--alsologtostderr', '-stderrthreshold=INFO', '--logtostderr=true'];
+
+  it('accepts the args of a Go provisioner DaemonSet; the last -v sets the level; the rest are named once', () => {
+    const o = parseOptions([...GO_ARGS, '--discovery-period=2s'], {});
+    expect(o.logLevel).toBe('debug'); // -v 3 is the last one
+    expect(o.ignoredKlogFlags).toEqual(['-logtostderr', '-alsologtostderr', '-stderrthreshold']);
+    expect(o.discoveryPeriodMs).toBe(2000);
+  });
+
+  it.each([
+    [['-v=0'], 'info'],
+    [['-v=1'], 'info'],
+    [['--v=2'], 'debug'],
+    [['-v', '3'], 'debug'],
+    [['-v=4'], 'trace'],
+    [['--v', '9'], 'trace'],
+  ])('maps %j to %s', (argv, level) => {
+    expect(parseOptions(argv, {}).logLevel).toBe(level);
+  });
+
+  it('lets --log-level and LOG_LEVEL win over -v', () => {
+    expect(parseOptions(['-v=4', '--log-level=warn'], {}).logLevel).toBe('warn');
+    expect(parseOptions(['--log-level', 'error', '-v=4'], {}).logLevel).toBe('error');
+    expect(parseOptions(['-v=4'], { LOG_LEVEL: 'info' }).logLevel).toBe('info');
+    expect(parseOptions([], {}).ignoredKlogFlags).toEqual([]);
+  });
+
+  it('accepts the other klog flags, with a value where klog takes one', () => {
+    const o = parseOptions(['-vmodule=foo=2', '-log_dir', '/tmp/x', '--log_file=/x.log', '-skip_headers', '-one_output=false'], {});
+    expect(o.ignoredKlogFlags).toEqual(['-vmodule', '-log_dir', '-log_file', '-skip_headers', '-one_output']);
+    expect(o.logLevel).toBe('info');
+  });
+
+  it.each([
+    [['-v=x'], /-v: want a verbosity level/],
+    [['-v'], /flag needs an argument: -v/],
+    [['-logtostderr=maybe'], /-logtostderr: want true or false/],
+  ])('rejects %j with a clear message', (argv, msg) => {
+    expect(() => parseOptions(argv, {})).toThrow(msg);
+  });
+
+  it('maps verbosity to levels', () => {
+    expect([0, 1, 2, 3, 4, 10].map(klogLevel)).toEqual(['info', 'info', 'debug', 'debug', 'trace', 'trace']);
+    expect(extractKlogFlags(['--', '-v=2'])).toEqual({ rest: ['--', '-v=2'], verbosity: undefined, ignored: [] });
+  });
+});
+
+describe('--log-format', () => {
+  it('defaults to auto (or LOG_FORMAT) and accepts json and text', () => {
+    expect(parseOptions([], {}).logFormat).toBe('auto');
+    expect(parseOptions([], { LOG_FORMAT: 'text' }).logFormat).toBe('text');
+    expect(parseOptions(['--log-format=json'], { LOG_FORMAT: 'text' }).logFormat).toBe('json');
+    expect(parseOptions(['-log-format', 'text'], {}).logFormat).toBe('text');
+    expect(() => parseOptions(['--log-format=xml'], {})).toThrow(/--log-format: want json, text, auto/);
+    expect(HELP).toContain('--log-format');
+  });
 });

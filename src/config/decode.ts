@@ -4,6 +4,7 @@
 // in the Issues sink instead of thrown, so one pass reports all of them.
 import type { ConfigError } from './types.ts';
 import { describe, goScalarString } from './goyaml.ts';
+import { unknownKeyMessage } from './suggest.ts';
 import type { GoValue, Line, MapEntry } from './goyaml.ts';
 
 type MapValue = Extract<GoValue, { kind: 'map' }>;
@@ -145,7 +146,7 @@ export function readStruct(
   for (const e of v.entries) {
     const field = byLower.get(e.key.toLowerCase());
     if (field === undefined) {
-      issues.warn(joinPath(path, e.key), e.keyLine, `unknown key ${JSON.stringify(e.key)} ignored`);
+      issues.warn(joinPath(path, e.key), e.keyLine, unknownKeyMessage(e.key, known));
       continue;
     }
     const prev = fields.get(field);

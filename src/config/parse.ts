@@ -23,6 +23,7 @@ import {
 import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
+import { unknownKeyMessage } from './suggest.ts';
 import { isDnsSubdomain, isQualifiedName } from './names.ts';
 import {
   DEFAULT_BLOCK_CLEANER_COMMAND,
@@ -45,6 +46,13 @@ export const TOP_LEVEL_KEYS = [
   'provisionerNotReadyNodeTaintKey',
 ] as const;
 type TopKey = (typeof TOP_LEVEL_KEYS)[number];
+
+const TOP_LEVEL_LOWER: ReadonlySet<string> = new Set(TOP_LEVEL_KEYS.map((k) => k.toLowerCase()));
+
+/** True when a ConfigMap key names a top-level setting (case-insensitively, as the Go provisioner matches them). */
+export function isKnownTopLevelKey(name: string): boolean {
+  return TOP_LEVEL_LOWER.has(name.toLowerCase());
+}
 
 export const CLASS_KEYS = [
   'hostDir',
@@ -237,7 +245,7 @@ function readFiles(issues: Issues, files: Readonly<Record<string, string>>): Map
     issues.file = file;
     const field = byLower.get(file.toLowerCase());
     if (field === undefined) {
-      issues.warn(file, undefined, `unknown key ${JSON.stringify(file)} ignored`);
+      issues.warn(file, undefined, unknownKeyMessage(file, TOP_LEVEL_KEYS));
       continue;
     }
     const prev = top.get(field);

@@ -117,6 +117,23 @@ describe('ConfigWatcher: change detection', () => {
     expect(results).toHaveLength(1);
   });
 
+  it('delivers a misspelt key added to an unchanged config (new warnings), once', async () => {
+    await writer.write(BASE);
+    const w = makeWatcher({ watch: false, pollIntervalMs: 60_000 });
+    await w.start();
+    await writer.write({ ...BASE, useNodeNameOnIy: 'true' });
+    await w.checkNow();
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+    const [first, second] = results;
+    expect(first!.result.ok && second!.result.ok && first!.result.hash === second!.result.hash).toBe(true);
+    expect(second!.result.warnings?.map((x) => x.message)).toEqual(['unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"?']);
+    // Moving the key's line, or rewriting the same bytes, is no new warning.
+    await writer.write({ ...BASE, useNodeNameOnIy: 'true' });
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+  });
+
   it('reports invalid content once per distinct content, then a fix at once', async () => {
     await writer.write(BASE);
     const w = makeWatcher({ watch: false });
