@@ -196,6 +196,14 @@ describe('cleanFilesystem', () => {
       expect(readdirSync(vol)).toEqual(['deep']);
     });
 
+    it('finds a volume whose mount point holds spaces, a newline, a backslash and non-ASCII in the mount table', async () => {
+      const vol = tmpfs(join(dir, 'vol é \n\\ x'));
+      populate(vol);
+      const r = await cleanFilesystem(vol);
+      expect(r.error).toBeUndefined();
+      expect(readdirSync(vol)).toEqual([]);
+    });
+
     it('removes nothing of the underlying directory when the volume was unmounted before the clean', async () => {
       const vol = join(dir, 'vol');
       mkdirSync(vol);
