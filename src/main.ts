@@ -5,6 +5,7 @@
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { nodePVSelection } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
+import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
@@ -22,9 +23,8 @@ import { Metrics } from './metrics/metrics.ts';
 import { Readiness, startHttpServer } from './server/http.ts';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { createLogger, type Logger } from './util/log.ts';
+import { VERSION } from './version.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
-
-export const VERSION = '0.1.0';
 
 /** Drops managedFields: the cache never needs them and they are most of a PV's size. */
 export function stripManagedFields<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
@@ -97,6 +97,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   pvInformer.start();
   scInformer.start();
+  metrics.registerCapacitySource(() => pvInformer.list());
 
   const nodeRef: ObjectRef = { kind: 'Node', apiVersion: 'v1', name: opts.nodeName, uid: nodeUid };
   const refs: ObjectRef[] = [nodeRef];
@@ -144,6 +145,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   const watcher = new ConfigWatcher({
     dir: opts.configDir,
+    read: (dir) => readConfigDir(dir, { maxFileBytes: opts.maxConfigFileBytes }),
     pollIntervalMs: opts.configSyncPeriodMs,
     watch: opts.configWatch,
     onResult: (res) => supervisor.handle(res),
@@ -186,7 +188,13 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`local-volume-provisioner ${VERSION}\n`);
     return 0;
   }
-  const logger = createLogger({ level: opts.logLevel });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
+  if (opts.ignoredKlogFlags.length > 0) {
+    logger.warn(
+      { flags: opts.ignoredKlogFlags },
+      `ignoring the Go provisioner's klog flags ${opts.ignoredKlogFlags.join(', ')}: logs always go to stderr (-v sets the level when --log-level and LOG_LEVEL do not)`,
+    );
+  }
   if (opts.dryRun) return runDryRun(opts, logger);
 
   let stop: (() => Promise<void>) | undefined;

@@ -11,6 +11,8 @@ export interface ProvisionerProcess {
   readonly logFile: string;
   readonly port: number;
   logs(): string;
+  /** What the daemon wrote to stdout alone (it should write nothing: logs go to stderr). */
+  stdout(): string;
   /** Parsed JSON log lines. */
   logLines(): Array<Record<string, unknown>>;
   metrics(): Promise<string>;
@@ -31,6 +33,8 @@ export interface StartOptions {
   logFile: string;
   args?: string[];
   env?: Record<string, string>;
+  /** --log-level to pass (default debug); null passes none (e.g. to let -v decide). */
+  logLevel?: string | null;
 }
 
 export function startProvisioner(o: StartOptions): ProvisionerProcess {
@@ -41,7 +45,7 @@ export function startProvisioner(o: StartOptions): ProvisionerProcess {
       join(repo, 'src', 'main.ts'),
       `--config-dir=${o.configDir}`,
       `--listen-address=127.0.0.1:${o.port}`,
-      '--log-level=debug',
+      ...(o.logLevel === null ? [] : [`--log-level=${o.logLevel ?? 'debug'}`]),
       ...(o.args ?? []),
     ],
     {
@@ -58,6 +62,10 @@ export function startProvisioner(o: StartOptions): ProvisionerProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
+  let stdout = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
   child.stdout?.pipe(out, { end: false });
   child.stderr?.pipe(out, { end: false });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -75,6 +83,7 @@ export function startProvisioner(o: StartOptions): ProvisionerProcess {
     port: o.port,
     exited,
     logs: () => readFileSync(o.logFile, 'utf8'),
+    stdout: () => stdout,
     logLines: () =>
       readFileSync(o.logFile, 'utf8')
         .split('\n')

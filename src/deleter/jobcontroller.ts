@@ -381,7 +381,8 @@ export class JobController implements CleanupTracker {
         await this.#process(item);
         queue.forget(item);
       } catch (e) {
-        this.#log.warn({ job: item, err: errorMessage(e), retries: queue.numRequeues(item) }, 'processing cleanup job failed; will retry');
+        const pv = item.slice(item.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
+        this.#log.warn({ pv, job: item, err: errorMessage(e), retries: queue.numRequeues(item) }, 'processing cleanup job failed; will retry');
         queue.addRateLimited(item);
       } finally {
         queue.done(item);
