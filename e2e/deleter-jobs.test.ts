@@ -65,7 +65,6 @@ const SECURITY_CONTEXT = {
   Filesystem: {
     privileged: false,
     allowPrivilegeEscalation: false,
-    readOnlyRootFilesystem: true,
     capabilities: { drop: ['ALL'], add: ['DAC_OVERRIDE', 'FOWNER'] },
     seccompProfile: { type: 'RuntimeDefault' },
   },

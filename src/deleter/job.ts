@@ -15,9 +15,10 @@
 //   script cleans in the container's namespace, which must then be private;
 // - least privilege: a Filesystem clean only unlinks files below a hostPath
 //   directory as root, so it runs unprivileged with only CAP_DAC_OVERRIDE and
-//   CAP_FOWNER (any file mode, sticky directories), no privilege escalation, a
-//   read-only root file system and the runtime's default seccomp profile. A
-//   Block clean writes to a device node under /dev and stays privileged (as
+//   CAP_FOWNER (any file mode, sticky directories), no privilege escalation and
+//   the runtime's default seccomp profile. The root file system stays writable:
+//   bash puts a here-string of more than 64 KiB (the mount table of a busy
+//   node, read by fsclean.sh) in a temp file under /tmp. A Block clean writes to a device node under /dev and stays privileged (as
 //   upstream). Neither mode gets a service account token;
 // - activeDeadlineSeconds (--clean-timeout, default 1 h) so a hung cleaner ends
 //   in a Failed Job, and small resource requests and a memory limit.
@@ -123,7 +124,6 @@ export function jobSecurityContext(mode: VolumeMode): V1SecurityContext {
   return {
     privileged: false,
     allowPrivilegeEscalation: false,
-    readOnlyRootFilesystem: true,
     capabilities: { drop: ['ALL'], add: [...FS_CLEAN_CAPABILITIES] },
     seccompProfile: { type: 'RuntimeDefault' },
   };

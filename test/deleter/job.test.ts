@@ -97,7 +97,6 @@ describe('buildCleanupJob', () => {
               securityContext: {
                 privileged: false,
                 allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
                 capabilities: { drop: ['ALL'], add: ['DAC_OVERRIDE', 'FOWNER'] },
                 seccompProfile: { type: 'RuntimeDefault' },
               },
