@@ -30,7 +30,7 @@ import { isConflict, isNotFound, type KubePort } from '../kube/port.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
-import { WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
+import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
 import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
 import {
   BLOCK_DEVICE_ENV,
@@ -129,7 +129,13 @@ export class JobController implements CleanupTracker {
     });
     informer.start();
     const n = Math.max(1, this.#o.workers ?? 2);
-    for (let i = 0; i < n; i++) this.#workers.push(this.#work(queue));
+    for (let i = 0; i < n; i++) {
+      this.#workers.push(
+        runWorker(queue, (key) => this.#process(key), (job, e, retries) =>
+          this.#log.warn({ job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry'),
+        ),
+      );
+    }
   }
 
   /** Stops the workers (after their current item), the queue and the informer. */
@@ -181,26 +187,6 @@ export class JobController implements CleanupTracker {
     const job = this.#job(pvName);
     if (!job || jobPhase(job) === 'Running') return;
     await this.#deleteJob(job);
-  }
-
-  async #work(queue: WorkQueue<string>): Promise<void> {
-    for (;;) {
-      const { item, shutdown } = await queue.get();
-      if (shutdown || item === undefined) return;
-      if (this.#stopped) {
-        queue.done(item);
-        return;
-      }
-      try {
-        await this.#process(item);
-        queue.forget(item);
-      } catch (e) {
-        this.#log.warn({ job: item, err: errorMessage(e), retries: queue.numRequeues(item) }, 'processing cleanup job failed; will retry');
-        queue.addRateLimited(item);
-      } finally {
-        queue.done(item);
-      }
-    }
   }
 
   async #process(key: string): Promise<void> {
