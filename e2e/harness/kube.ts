@@ -1,5 +1,6 @@
 // Helpers for e2e test files: API clients built from the kubeconfigs the globalSetup provides,
 // and a polling waitFor with a clear timeout error.
+import { writeFile } from 'node:fs/promises';
 import { inject } from 'vitest';
 import { AuthorizationV1Api, BatchV1Api, CoreV1Api, KubeConfig, StorageV1Api } from '@kubernetes/client-node';
 
@@ -22,6 +23,27 @@ export function clientsFor(kubeconfigPath: string): Clients {
     storage: kc.makeApiClient(StorageV1Api),
     authz: kc.makeApiClient(AuthorizationV1Api),
   };
+}
+
+/**
+ * Writes a kubeconfig for a ServiceAccount (a TokenRequest token, 1 h) against the
+ * admin kubeconfig's cluster, so a daemon runs with exactly that account's RBAC.
+ */
+export async function serviceAccountKubeconfig(admin: Clients, namespace: string, name: string, file: string): Promise<string> {
+  const req = await admin.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const token = req.status?.token;
+  if (!token) throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
+  const cluster = admin.kc.getCurrentCluster();
+  if (!cluster) throw new Error('the admin kubeconfig has no current cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name, token }],
+    contexts: [{ name, cluster: cluster.name, user: name }],
+    currentContext: name,
+  });
+  await writeFile(file, kc.exportConfig(), { mode: 0o600 });
+  return file;
 }
 
 /** Clients as the admin (system:masters). */

@@ -214,7 +214,7 @@ export class NodeCleanupController {
 
   /** Queues a PV whose pinned nodes are all missing from the cache (cheap: no API call). */
   #enqueueIfOrphaned(pv: V1PersistentVolume): void {
-    const names = pinnedHostnames(pv);
+    const names = this.#pinned(pv);
     if (names && !names.some((n) => this.#index.has(n))) this.#queue.add(pv.metadata?.name ?? '');
   }
 
@@ -257,7 +257,7 @@ export class NodeCleanupController {
     return this.#cleanUp(pv, names);
   }
 
-  /** pinnedHostnames, reporting once a PV that can never be cleaned up. */
+  /** pinnedHostnames, logging (once per PV) a PV that is never cleaned up. */
   #pinned(pv: V1PersistentVolume): string[] | undefined {
     const name = pv.metadata?.name ?? '';
     const names = pinnedHostnames(pv);
