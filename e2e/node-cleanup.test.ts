@@ -11,7 +11,7 @@ import { adminClients, apiStatus, serviceAccountKubeconfig, uniqueName, waitFor 
 import { applyManifests, deleteManifests, deploymentDir } from './harness/manifests.ts';
 import { createNode, hostnameLabel } from './harness/node-agent.ts';
 import { createImmediateClass } from './support/cleanup.ts';
-import { keepLog } from './support/hot-reload.ts';
+import { keepLog, metric, readPV, waitMetric } from './support/hot-reload.ts';
 import { metricValue, startNodeCleanup, type ProvisionerProcess } from './support/provisioner.ts';
 
 const admin = adminClients();
@@ -70,21 +70,13 @@ describe('local-volume-node-cleanup', () => {
       throw err;
     }
   };
-  const readPV = async (name: string): Promise<V1PersistentVolume | undefined> => {
-    try {
-      return await core.readPersistentVolume({ name });
-    } catch (err) {
-      if (apiStatus(err) === 404) return undefined;
-      throw err;
-    }
-  };
   const uids = async (pvs: readonly string[], pvcs: readonly string[]): Promise<Array<string | undefined>> => [
-    ...(await Promise.all(pvs.map(async (p) => (await readPV(p))?.metadata?.uid))),
+    ...(await Promise.all(pvs.map(async (p) => (await readPV(core, p))?.metadata?.uid))),
     ...(await Promise.all(pvcs.map(async (c) => (await readPVC(c))?.metadata?.uid))),
   ];
-  const metric = async (name: string, labels: Record<string, string> = {}): Promise<number> => metricValue(await (ctl as ProvisionerProcess).metrics(), name, labels);
-  const waitMetric = (name: string, labels: Record<string, string>, atLeast: number, what: string): Promise<true> =>
-    waitFor(async () => (await metric(name, labels)) >= atLeast, { what, timeoutMs: 60_000 });
+  const value = (name: string, labels: Record<string, string> = {}): Promise<number> => metric(ctl as ProvisionerProcess, name, labels);
+  const atLeast = (name: string, labels: Record<string, string>, n: number, what: string): Promise<number> =>
+    waitMetric(ctl as ProvisionerProcess, name, labels, (v) => v >= n, { what, timeoutMs: 60_000 });
 
   beforeAll(async () => {
     await applyManifests(inject('kubeconfig'), rbacFiles);
@@ -142,17 +134,17 @@ describe('local-volume-node-cleanup', () => {
 
   it('deletes nothing when a Node is deleted and re-created within the delay', async () => {
     const before = await uids([`${nodeA}-pv1`, `${nodeA}-pv2`], ['a1', 'a2']);
-    const started = await metric(timersMetric, { outcome: 'started' });
-    const returned = await metric(timersMetric, { outcome: 'node_returned' });
+    const started = await value(timersMetric, { outcome: 'started' });
+    const returned = await value(timersMetric, { outcome: 'node_returned' });
     await core.deleteNode({ name: nodeA });
     // The controller saw the Node go: a deletion timer per PV of node A...
-    await waitMetric(timersMetric, { outcome: 'started' }, started + 2, 'deletion timers for the two PVs of node A');
+    await atLeast(timersMetric, { outcome: 'started' }, started + 2, 'deletion timers for the two PVs of node A');
     await createNode(core, nodeA);
     // ...and both delays ended, as the controller observed, with the Node back.
-    await waitMetric(timersMetric, { outcome: 'node_returned' }, returned + 2, 'both deletion delays to end with node A back');
+    await atLeast(timersMetric, { outcome: 'node_returned' }, returned + 2, 'both deletion delays to end with node A back');
     expect(await uids([`${nodeA}-pv1`, `${nodeA}-pv2`], ['a1', 'a2'])).toEqual(before);
-    expect(await metric('local_volume_node_cleanup_persistentvolumeclaim_delete_total')).toBe(0);
-    expect(await metric('local_volume_node_cleanup_persistentvolume_delete_total')).toBe(0);
+    expect(await value('local_volume_node_cleanup_persistentvolumeclaim_delete_total')).toBe(0);
+    expect(await value('local_volume_node_cleanup_persistentvolume_delete_total')).toBe(0);
     const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=a1' });
     expect(events.items.map((e) => e.reason)).toContain('ReferencedNodeDeleted');
   });
@@ -160,7 +152,7 @@ describe('local-volume-node-cleanup', () => {
   it('after a Node has been gone for the delay, deletes its PVCs, then its PVs; other nodes and the zonal PV untouched', async () => {
     const keep = await uids([`${nodeB}-pv1`, `${sc}-zonal`], ['b1', 'zonal']);
     expect(keep.every((u) => u !== undefined)).toBe(true);
-    const expired = await metric(timersMetric, { outcome: 'expired' });
+    const expired = await value(timersMetric, { outcome: 'expired' });
     await core.deleteNode({ name: nodeA });
 
     await waitFor(async () => (await readPVC('a1')) === undefined && (await readPVC('a2')) === undefined, {
@@ -168,18 +160,18 @@ describe('local-volume-node-cleanup', () => {
       timeoutMs: 60_000,
     });
     // The PV binder releases the PVs; the controller then deletes them (Released, reclaim Delete).
-    await waitFor(async () => (await readPV(`${nodeA}-pv1`)) === undefined && (await readPV(`${nodeA}-pv2`)) === undefined, {
+    await waitFor(async () => (await readPV(core, `${nodeA}-pv1`)) === undefined && (await readPV(core, `${nodeA}-pv2`)) === undefined, {
       what: `PVs of node A to be deleted`,
       timeoutMs: 60_000,
     });
-    expect(await metric(timersMetric, { outcome: 'expired' })).toBe(expired + 2);
-    expect(await metric('local_volume_node_cleanup_persistentvolumeclaim_delete_total')).toBe(2);
-    expect(await metric('local_volume_node_cleanup_persistentvolume_delete_total', { phase: 'Released' })).toBe(2);
-    expect(await metric('local_volume_node_cleanup_persistentvolumeclaim_delete_failed_total')).toBe(0);
+    expect(await value(timersMetric, { outcome: 'expired' })).toBe(expired + 2);
+    expect(await value('local_volume_node_cleanup_persistentvolumeclaim_delete_total')).toBe(2);
+    expect(await value('local_volume_node_cleanup_persistentvolume_delete_total', { phase: 'Released' })).toBe(2);
+    expect(await value('local_volume_node_cleanup_persistentvolumeclaim_delete_failed_total')).toBe(0);
 
     expect(await uids([`${nodeB}-pv1`, `${sc}-zonal`], ['b1', 'zonal'])).toEqual(keep);
-    expect((await readPV(`${nodeB}-pv1`))?.status?.phase).toBe('Bound');
-    expect((await readPV(`${sc}-zonal`))?.status?.phase).toBe('Bound');
+    expect((await readPV(core, `${nodeB}-pv1`))?.status?.phase).toBe('Bound');
+    expect((await readPV(core, `${sc}-zonal`))?.status?.phase).toBe('Bound');
     // Every request of the controller was allowed by the component's RBAC.
     const text = await (ctl as ProvisionerProcess).metrics();
     expect(metricValue(text, 'local_volume_node_cleanup_kube_requests_total', { code: '403' })).toBe(0);
