@@ -3,7 +3,7 @@
 // parts (HTTP, metrics, API client, informers, event recorder, process table),
 // then config watcher -> supervisor -> controller generations.
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
-import { pvOnThisNode } from './cache/pv-cache.ts';
+import { nodePVSelection } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
@@ -76,9 +76,11 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   metrics.registerProcTable(() => procTable.stats());
 
   // Process-scope caches: their filters do not depend on the config, so they survive reloads.
+  // This node's PVs, plus stubs of other local PVs on this node (the deleter's path-in-use check).
+  const pvSelection = nodePVSelection(node);
   const pvInformer = createInformer(kube, 'persistentvolumes', {
-    filter: (pv: V1PersistentVolume) => pvOnThisNode(pv, { name: opts.nodeName, uid: nodeUid }),
-    transform: stripManagedFields,
+    filter: pvSelection.filter,
+    transform: (pv: V1PersistentVolume) => stripManagedFields(pvSelection.transform(pv)),
     logger: logger.child({ informer: 'persistentvolumes' }),
     metrics,
   });

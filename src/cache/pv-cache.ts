@@ -1,17 +1,20 @@
 // This node's PersistentVolumes: the Go provisioner's populator + cache.
 //
 // Two scopes:
-// - `pvOnThisNode` is the filter of the process-scope PV informer. It does not
-//   depend on the config, so the informer survives config reloads (a reload
-//   may flip useNodeNameOnly; both name forms are always kept).
+// - `pvOnThisNode` selects the PVs of the process-scope PV informer
+//   (`nodePVSelection`, which also keeps stubs of other owners' local PVs on
+//   this node for the deleter's path-in-use check). It does not depend on the
+//   config, so the informer survives config reloads (a reload may flip
+//   useNodeNameOnly; both name forms are always kept).
 // - `PVCache` is rebuilt per controller generation on top of that informer and
 //   applies the config-dependent adoption rule of the Go populator.
-import type { V1PersistentVolume } from '@kubernetes/client-node';
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeSpec } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { objectKey, type Informer } from '../kube/informer.ts';
 import { silentLogger } from '../util/log.ts';
 import { PROVISIONER_NAME_PREFIX } from '../discovery/naming.ts';
 import { ANN_PROVISIONED_BY, LABEL_HOSTNAME } from '../discovery/pv-spec.ts';
+import { nodeSelectorMatches } from './node-affinity.ts';
 
 const provisionedBy = (pv: V1PersistentVolume): string | undefined => pv.metadata?.annotations?.[ANN_PROVISIONED_BY];
 
@@ -29,6 +32,36 @@ export function pvOnThisNode(pv: V1PersistentVolume, node: { readonly name: stri
   const base = `${PROVISIONER_NAME_PREFIX}${node.name}`;
   if (by === base || by === `${base}-${node.uid}`) return true;
   return by.startsWith(`${base}-`) && pv.metadata?.labels?.[LABEL_HOSTNAME] === node.name;
+}
+
+/**
+ * The selection of the process-scope PV informer, a filter and a transform to
+ * use together. Kept: this node's PVs of this provisioner (pvOnThisNode), whole;
+ * and every other local PV whose required node affinity selects this node,
+ * reduced by the transform to a stub (name, uid, resourceVersion, storage class,
+ * spec.local.path; no annotations, no status), so the deleter can tell that a
+ * path is in use by someone else while keeping a few hundred bytes per PV
+ * whatever the original object held. Other PVs are dropped. Stubs are never
+ * adopted by PVCache (no provisioned-by annotation) and never considered by the
+ * deleter. Node labels are those of `node` (read at start-up).
+ */
+export function nodePVSelection(node: V1Node): {
+  filter: (pv: V1PersistentVolume) => boolean;
+  transform: (pv: V1PersistentVolume) => V1PersistentVolume;
+} {
+  const id = { name: node.metadata?.name ?? '', uid: node.metadata?.uid ?? '' };
+  return {
+    filter: (pv) => pvOnThisNode(pv, id) || pv.spec?.local?.path !== undefined,
+    transform: (pv) => {
+      if (pvOnThisNode(pv, id)) return pv;
+      const metadata = { name: pv.metadata?.name, uid: pv.metadata?.uid, resourceVersion: pv.metadata?.resourceVersion };
+      const path = pv.spec?.local?.path;
+      if (path === undefined || !nodeSelectorMatches(pv.spec?.nodeAffinity?.required, node)) return { metadata };
+      const spec: V1PersistentVolumeSpec = { local: { path } };
+      if (pv.spec?.storageClassName !== undefined) spec.storageClassName = pv.spec.storageClassName;
+      return { apiVersion: 'v1', kind: 'PersistentVolume', metadata, spec };
+    },
+  };
 }
 
 export interface PVCacheOptions {

@@ -33,7 +33,7 @@ export interface ProcessContext {
   readonly node: V1Node;
   readonly namespace: string;
   readonly jobImage: string;
-  /** This node's PVs (filter pvOnThisNode), shared by every generation. */
+  /** This node's PVs (nodePVSelection: ours whole, stubs of other local PVs on this node), shared by every generation. */
   readonly pvInformer: Informer<V1PersistentVolume>;
   readonly scInformer: Informer<V1StorageClass>;
   readonly makeJobInformer: (labelSelector: string) => Informer<V1Job>;
@@ -161,6 +161,7 @@ export async function startController(
     jobImage: pc.jobImage,
     kube: pc.kube,
     pvs: pvCache,
+    allPvs: pc.pvInformer,
     procTable: pc.procTable,
     jobController,
     recorder: pc.recorder,

@@ -8,6 +8,7 @@ export const REASON_DELETE = 'VolumeDelete';
 export const REASON_UNSUPPORTED_POLICY = 'VolumeUnsupportedReclaimPolicy';
 export const REASON_UNKNOWN_POLICY = 'VolumeUnknownReclaimPolicy';
 export const REASON_VOLUME_MISSING = 'VolumeMissing';
+export const REASON_CLEAN_REFUSED = 'VolumeCleanRefused';
 
 export type CleanupType = 'process' | 'job';
 /** Mode label of the delete metrics: the detected mode, or "unknown" when it could not be detected. */

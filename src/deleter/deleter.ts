@@ -10,6 +10,12 @@
 // - spec.local.path is a direct child <hostDir>/<name> of its class's hostDir
 //   (the class comes from the current config, or for a class removed from the
 //   config its last known settings);
+// - no other PV on this node (ours or not, any phase) uses the same volume
+//   (normalised spec.local.path, or the same <mountDir>/<name>), and the PV's
+//   name is the one discovery gives to that volume (generatePVName of <name>,
+//   node name, class); otherwise Warning VolumeCleanRefused and the
+//   clean_refused metric, with backoff (a forged PV must never empty a volume
+//   that another PV describes);
 // - <mountDir>/<name> exists and is a mount point (Filesystem) or a block
 //   device (Block; a PV with volumeMode Block never gets a directory cleaned).
 // Otherwise the volume has vanished: Warning event VolumeMissing and the
@@ -32,6 +38,7 @@ import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
 import { pvOnThisNode } from '../cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
 import { readMountPoints } from '../discovery/mountinfo.ts';
+import { generatePVName } from '../discovery/naming.ts';
 import { pvRef, type EventRecorder, type EventType } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
 import { isAlreadyExists, isConflict, isNotFound, type KubePort } from '../kube/port.ts';
@@ -42,6 +49,7 @@ import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanRe
 import {
   errorMessage,
   recordDeleted,
+  REASON_CLEAN_REFUSED,
   REASON_DELETE,
   REASON_FAILED_DELETE,
   REASON_UNKNOWN_POLICY,
@@ -77,6 +85,12 @@ export interface DeleterOptions {
   readonly kube: KubePort;
   /** This node's PVs of this provisioner. */
   readonly pvs: Store<V1PersistentVolume>;
+  /**
+   * Every PV known on this node, for the path-in-use check: ours, and other
+   * owners' local PVs whose node affinity selects this node (the process PV
+   * informer, see nodePVSelection; stubs are enough). Default: `pvs`.
+   */
+  readonly allPvs?: Store<V1PersistentVolume> | undefined;
   readonly procTable: ProcTable;
   readonly jobController?: JobTracker | undefined;
   readonly recorder: EventRecorder;
@@ -112,10 +126,14 @@ interface Volume {
   readonly containerPath: string;
 }
 
-/** Per-pass state: the mount table is read at most once per pass. */
+/** Per-pass state: the mount table is read, and the path index built, at most once per pass. */
 interface Pass {
   mounts?: Promise<ReadonlySet<string>>;
+  /** Volume key (see #volumeKeys) -> uid -> name of the PVs that use it. */
+  paths?: Map<string, Map<string, string>>;
 }
+
+type RefusalReason = 'path_in_use' | 'name_mismatch';
 
 const modeLabel = (m: string | undefined): ModeLabel => (m === 'Block' || m === 'Filesystem' ? m : 'unknown');
 
@@ -185,7 +203,7 @@ export class Deleter {
       this.#warnOnce(pv, 'Warning', REASON_UNKNOWN_POLICY, 'Volume has unrecognized PersistentVolumeReclaimPolicy');
       return;
     }
-    const vol = this.#resolve(pv);
+    const vol = this.#resolve(pv, pass);
     if (vol) await this.#deletePV(vol, pass);
   }
 
@@ -200,7 +218,7 @@ export class Deleter {
   }
 
   /** The class and container path of a PV, or undefined (after a warning) when it cannot be cleaned safely. */
-  #resolve(pv: V1PersistentVolume): Volume | undefined {
+  #resolve(pv: V1PersistentVolume, pass: Pass): Volume | undefined {
     const name = pv.metadata?.name ?? '';
     const fail = (msg: string): undefined => {
       this.#warnOnce(pv, 'Warning', REASON_FAILED_DELETE, `Error cleaning PV ${JSON.stringify(name)}: ${msg}`, () =>
@@ -217,7 +235,70 @@ export class Deleter {
     if (entry === undefined) {
       return fail(`refusing to clean: path ${JSON.stringify(localPath)} is not a direct child of hostDir ${JSON.stringify(cls.hostDir)} of class ${JSON.stringify(className)}`);
     }
+    if (this.#refused(pv, name, className, entry, pass)) return undefined;
     return { pv, name, uid: pv.metadata?.uid ?? '', className, cls, containerPath: posix.join(cls.mountDir, entry) };
+  }
+
+  /**
+   * True (after a VolumeCleanRefused warning) when the PV may describe someone
+   * else's volume: another PV uses the same path, or its name is not the one
+   * discovery gives to <hostDir>/<entry> of its class on this node. Anyone who
+   * may create PVs can forge one with our annotation, the path of a Bound
+   * volume, reclaim Delete and a claimRef to a missing claim: the binder marks
+   * it Released, and cleaning it would empty the Bound volume.
+   */
+  #refused(pv: V1PersistentVolume, name: string, className: string, entry: string, pass: Pass): boolean {
+    const uid = pv.metadata?.uid ?? '';
+    const problems: Array<[RefusalReason, string]> = [];
+    const others = new Map<string, string>();
+    const index = this.#pathIndex(pass);
+    for (const key of this.#volumeKeys(pv)) {
+      for (const [otherUid, otherName] of index.get(key) ?? []) if (otherUid !== uid) others.set(otherUid, otherName);
+    }
+    if (others.size > 0) {
+      const names = [...new Set(others.values())].sort().map((n) => JSON.stringify(n));
+      problems.push(['path_in_use', `its volume ${JSON.stringify(pv.spec?.local?.path ?? '')} is also used by PV ${names.join(', ')}`]);
+    }
+    const expected = generatePVName(entry, this.#o.node.metadata?.name ?? '', className);
+    if (name !== expected) {
+      problems.push([
+        'name_mismatch',
+        `its name is not ${JSON.stringify(expected)}, the name this node gives to volume ${JSON.stringify(entry)} of class ${JSON.stringify(className)}`,
+      ]);
+    }
+    if (problems.length === 0) return false;
+    const msg = `Refusing to clean PV ${JSON.stringify(name)}: ${problems.map(([, m]) => m).join('; ')}. The volume is not cleaned and the PV is kept; delete the PV by hand if it was not made by this provisioner.`;
+    this.#warnOnce(pv, 'Warning', REASON_CLEAN_REFUSED, msg, () => {
+      for (const [reason] of problems) this.#o.metrics.cleanRefused.inc({ reason });
+    });
+    return true;
+  }
+
+  /** The keys of a PV's volume: its normalised host path and, when its class is known, its path in the container. */
+  #volumeKeys(pv: V1PersistentVolume): string[] {
+    const path = pv.spec?.local?.path;
+    if (path === undefined) return [];
+    const keys = [`host:${normalizePath(path)}`];
+    const cls = this.#o.lookupClass(pv.spec?.storageClassName ?? '');
+    const entry = cls ? directChild(cls.hostDir, path) : undefined;
+    if (cls && entry !== undefined) keys.push(`mount:${posix.join(normalizePath(cls.mountDir), entry)}`);
+    return keys;
+  }
+
+  /** Volume key -> uid -> name of every PV on this node; built once per pass. */
+  #pathIndex(pass: Pass): Map<string, Map<string, string>> {
+    if (pass.paths) return pass.paths;
+    const index = new Map<string, Map<string, string>>();
+    for (const pv of (this.#o.allPvs ?? this.#o.pvs).list()) {
+      const uid = pv.metadata?.uid ?? '';
+      for (const key of this.#volumeKeys(pv)) {
+        let uids = index.get(key);
+        if (!uids) index.set(key, (uids = new Map<string, string>()));
+        uids.set(uid, pv.metadata?.name ?? '');
+      }
+    }
+    pass.paths = index;
+    return index;
   }
 
   #useJob(): boolean {
@@ -411,9 +492,12 @@ export class Deleter {
 /** The single path component of `path` directly below `dir`, or undefined (not a direct child, ".", ".."). */
 export function directChild(dir: string, path: string): string | undefined {
   if (!dir.startsWith('/') || !path.startsWith('/')) return undefined;
-  const d = posix.normalize(dir).replace(/\/+$/, '') || '/';
-  const p = posix.normalize(path).replace(/\/+$/, '');
+  const d = normalizePath(dir);
+  const p = normalizePath(path);
   if (posix.dirname(p) !== d) return undefined;
   const base = posix.basename(p);
   return base === '' || base === '.' || base === '..' ? undefined : base;
 }
+
+/** posix.normalize without trailing slashes ("/" stays "/"). */
+export const normalizePath = (path: string): string => posix.normalize(path).replace(/\/+$/, '') || '/';

@@ -58,6 +58,28 @@ export interface CleanupJobParams {
 
 export const cleanupJobName = (pvName: string): string => `${JOB_NAME_PREFIX}${pvName}`;
 
+/** The PV a cleanup Job is for, or why the Job is not one of ours to act on. */
+export type JobTarget = { readonly pvName: string; readonly problem?: undefined } | { readonly pvName?: undefined; readonly problem: string };
+
+/**
+ * The PV name comes from the Job name (cleanup-<pv>), and the `pv` label must
+ * agree with it: a Job whose label names another PV (or none), or whose name
+ * lacks the prefix, is not trusted to stand for any PV.
+ */
+export function jobTarget(job: V1Job): JobTarget {
+  const name = job.metadata?.name ?? '';
+  if (!name.startsWith(JOB_NAME_PREFIX) || name.length === JOB_NAME_PREFIX.length) {
+    return { problem: `its name ${JSON.stringify(name)} is not ${JOB_NAME_PREFIX}<pv name>` };
+  }
+  const pvName = name.slice(JOB_NAME_PREFIX.length);
+  const label = job.metadata?.labels?.[PV_LABEL];
+  if (label !== pvName) {
+    const shown = label === undefined ? 'is missing' : `is ${JSON.stringify(label)}`;
+    return { problem: `its label ${PV_LABEL} ${shown}, but its name is for PV ${JSON.stringify(pvName)}` };
+  }
+  return { pvName };
+}
+
 /** Label selector of the Job informer: this node's cleanup Jobs. */
 export const jobLabelSelector = (nodeName: string): string => `${HOSTNAME_LABEL}=${nodeName}`;
 

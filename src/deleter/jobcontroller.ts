@@ -22,6 +22,9 @@
 // - Finished Jobs are deleted with propagationPolicy Background: the Job object
 //   goes at once (so cleanup-<pv> can be created again without an AlreadyExists
 //   race) and the garbage collector removes its Pods.
+// - The PV of a Job is the one its name names (cleanup-<pv>); the `pv` label
+//   must agree. A Job whose label names another PV (or none) is ignored with a
+//   warning: it never makes the controller delete a PV (nor the Job).
 import type { V1Job, V1PersistentVolume } from '@kubernetes/client-node';
 import type { EventRecorder } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
@@ -38,8 +41,8 @@ import {
   jobLabelSelector,
   jobPhase,
   jobStartTime,
+  jobTarget,
   JOB_NAME_PREFIX,
-  PV_LABEL,
   PV_UID_LABEL,
   type JobPhase,
 } from './job.ts';
@@ -101,6 +104,8 @@ export class JobController implements CleanupTracker {
   #stopped = false;
   /** UIDs of failed Jobs already reported (one event per failed Job, even if its delete is retried). */
   readonly #reported = new Set<string>();
+  /** UIDs of Jobs ignored because their name and pv label disagree (warned once each). */
+  readonly #ignored = new Set<string>();
 
   constructor(opts: JobControllerOptions) {
     this.#o = opts;
@@ -123,7 +128,10 @@ export class JobController implements CleanupTracker {
       add: enqueue,
       update: (_old, job) => enqueue(job),
       delete: (job) => {
-        if (job.metadata?.uid) this.#reported.delete(job.metadata.uid);
+        if (job.metadata?.uid) {
+          this.#reported.delete(job.metadata.uid);
+          this.#ignored.delete(job.metadata.uid);
+        }
         enqueue(job);
       },
     });
@@ -198,11 +206,24 @@ export class JobController implements CleanupTracker {
     if (job.metadata?.deletionTimestamp) return;
     const phase = jobPhase(job);
     if (phase === 'Running') return;
-    const pvName = job.metadata?.labels?.[PV_LABEL] ?? job.metadata?.name?.slice(JOB_NAME_PREFIX.length) ?? '';
+    const target = jobTarget(job);
+    if (target.problem !== undefined) {
+      this.#ignore(job, target.problem);
+      return;
+    }
+    const pvName = target.pvName;
     const pv = this.#o.pvs.get(pvName);
     const ours = pv !== undefined && pv.metadata?.uid === job.metadata?.labels?.[PV_UID_LABEL];
     if (phase === 'Succeeded') await this.#succeeded(job, pvName, ours ? pv : undefined);
     else await this.#failed(job, pvName, ours ? pv : undefined);
+  }
+
+  /** A Job that does not say consistently which PV it cleaned: never acted on, never deleted; one warning per Job. */
+  #ignore(job: V1Job, problem: string): void {
+    const uid = job.metadata?.uid ?? objectKey(job);
+    if (this.#ignored.has(uid)) return;
+    this.#ignored.add(uid);
+    this.#log.warn({ job: objectKey(job) }, `ignoring cleanup job ${objectKey(job)}: ${problem}; no PV is deleted because of it`);
   }
 
   async #succeeded(job: V1Job, pvName: string, pv: V1PersistentVolume | undefined): Promise<void> {

@@ -6,10 +6,12 @@
 //   bumps count/lastTimestamp of the existing Event by a merge patch, sent at
 //   most once per 30 s per key (a later patch carries the accumulated count);
 // - asynchronous: event() returns at once; a bounded queue is sent in the
-//   background; errors are logged, never thrown.
+//   background; errors are logged, never thrown;
+// - every message has its control characters escaped (\n, \x1b, ...) and is
+//   cut to the API limit of 1024 UTF-8 bytes (eventMessage in events.ts).
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { EventRecorder, EventType, ObjectRef } from './events.ts';
+import { eventMessage, type EventRecorder, type EventType, type ObjectRef } from './events.ts';
 import { isNotFound, type KubePort } from './port.ts';
 
 export interface EventRecorderOptions {
@@ -55,8 +57,6 @@ interface Aggregate {
 }
 
 type Job = { op: 'create'; agg: Aggregate } | { op: 'patch'; agg: Aggregate };
-
-const MAX_MESSAGE = 1024;
 
 export function createEventRecorder(port: KubePort, opts: EventRecorderOptions): RunningEventRecorder {
   const log = opts.logger;
@@ -196,7 +196,7 @@ export function createEventRecorder(port: KubePort, opts: EventRecorderOptions):
           log.debug({ reason, object: ref.name }, 'event dropped by the per-object spam filter');
           return;
         }
-        const msg = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message;
+        const msg = eventMessage(message);
         const key = [objKey, type, reason, msg].join('\u0000');
         const existing = aggregates.get(key);
         if (existing && !existing.failed && ms - existing.last.getTime() < windowMs) {

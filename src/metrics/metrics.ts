@@ -111,6 +111,12 @@ export class Metrics implements KubeMetrics {
     labelNames: ['class'] as const,
     registers: [this.registry],
   });
+  readonly cleanRefused = new Counter({
+    name: `${METRIC_PREFIX}clean_refused_total`,
+    help: 'Released persistent volumes not cleaned (nor deleted) because another PV uses the same path (path_in_use) or the PV name is not the one this node gives to that volume (name_mismatch).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly cleanupRetries = new Counter({
     name: `${METRIC_PREFIX}cleanup_retries_total`,
     help: 'Cleanups scheduled for a retry after a failure, by cleanup type.',

@@ -1,6 +1,7 @@
-import type { V1PersistentVolume } from '@kubernetes/client-node';
+import type { V1Node, V1NodeSelectorTerm, V1PersistentVolume } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
+import { nodeSelectorMatches } from '../../src/cache/node-affinity.ts';
+import { nodePVSelection, PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
 import type { Informer, InformerHandlers } from '../../src/kube/informer.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { FakeKube } from '../support/fake-kube.ts';
@@ -220,5 +221,71 @@ describe('PVCache on the real reflector', () => {
     } finally {
       await inf.stop();
     }
+  });
+});
+
+describe('nodePVSelection (the process PV informer)', () => {
+  const node: V1Node = { metadata: { name: 'node-a', uid: 'uid-1', labels: { 'kubernetes.io/hostname': 'host-a', zone: 'z1' } } };
+  const affinity = (key: string, values: string[]): V1PersistentVolume['spec'] => ({
+    nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key, operator: 'In', values }] }] } },
+  });
+  const withSpec = (p: V1PersistentVolume, spec: V1PersistentVolume['spec']): V1PersistentVolume => ({ ...p, spec: { ...p.spec, ...spec } });
+
+  it('keeps ours whole, stubs of other local PVs on this node, and drops the rest; PVCache never adopts a stub', async () => {
+    const kube = new FakeKube();
+    const ours = kube.put('persistentvolumes', withSpec(pv('ours', NAME_ONLY, '/mnt/disks/a'), affinity('kubernetes.io/hostname', ['host-a'])));
+    const manual = pv('manual', undefined, '/mnt/disks/b');
+    manual.metadata = { ...manual.metadata, annotations: { big: 'x'.repeat(10_000) }, labels: { team: 'db' } };
+    kube.put('persistentvolumes', withSpec(manual, { ...affinity('kubernetes.io/hostname', ['host-a']), capacity: { storage: '1Ti' } }));
+    kube.put('persistentvolumes', withSpec(pv('elsewhere', undefined, '/mnt/disks/b'), affinity('kubernetes.io/hostname', ['host-b'])));
+    kube.put('persistentvolumes', withSpec(pv('other-prov', 'local-volume-provisioner-node-b', '/mnt/disks/a'), affinity('zone', ['z2'])));
+    const nfs: V1PersistentVolume = { metadata: { name: 'nfs', uid: 'u-nfs' }, spec: { nfs: { server: 's', path: '/x' } } };
+    kube.put('persistentvolumes', nfs);
+    const sel = nodePVSelection(node);
+    const inf = createInformer(kube, 'persistentvolumes', sel);
+    inf.start();
+    try {
+      await inf.waitForSync();
+      expect(inf.list().map((p) => p.metadata?.name).sort()).toEqual(['manual', 'ours']);
+      expect(inf.get('ours')).toEqual(ours);
+      expect(inf.get('manual')).toEqual({
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: 'manual', uid: 'uid-of-manual', resourceVersion: expect.any(String) },
+        spec: { local: { path: '/mnt/disks/b' }, storageClassName: 'sc1' },
+      });
+      const cache = new PVCache({ informer: inf, provisionerName: NAME_ONLY, useNodeNameOnly: true, nodeName: 'node-a' });
+      expect(cache.list().map((p) => p.metadata?.name)).toEqual(['ours']);
+      cache.close();
+      // A PV whose affinity moves off this node leaves the store.
+      kube.update('persistentvolumes', 'manual', (p) => {
+        p.spec = { ...p.spec, ...affinity('zone', ['z2']) };
+      });
+      await expect.poll(() => inf.get('manual')).toBeUndefined();
+    } finally {
+      await inf.stop();
+    }
+  });
+});
+
+describe('nodeSelectorMatches', () => {
+  const node: V1Node = { metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'host-a', gen: '5' } } };
+  const sel = (...terms: V1NodeSelectorTerm[]) => ({ nodeSelectorTerms: terms });
+  const expr = (key: string, operator: string, values?: string[]) => ({ matchExpressions: [{ key, operator, values }] });
+  it('follows the scheduler: terms ORed, requirements ANDed, empty terms select nothing', () => {
+    expect(nodeSelectorMatches(undefined, node)).toBe(true);
+    expect(nodeSelectorMatches(sel(expr('kubernetes.io/hostname', 'In', ['host-a'])), node)).toBe(true);
+    expect(nodeSelectorMatches(sel(expr('kubernetes.io/hostname', 'In', ['host-b'])), node)).toBe(false);
+    expect(nodeSelectorMatches(sel(expr('x', 'In', ['1']), expr('gen', 'Gt', ['4'])), node)).toBe(true);
+    expect(nodeSelectorMatches(sel(expr('gen', 'Lt', ['5'])), node)).toBe(false);
+    expect(nodeSelectorMatches(sel(expr('zone', 'NotIn', ['z1'])), node)).toBe(true);
+    expect(nodeSelectorMatches(sel(expr('zone', 'Exists')), node)).toBe(false);
+    expect(nodeSelectorMatches(sel(expr('zone', 'DoesNotExist')), node)).toBe(true);
+    expect(nodeSelectorMatches(sel(expr('gen', 'Bogus', ['5'])), node)).toBe(false);
+    expect(nodeSelectorMatches(sel({}), node)).toBe(false);
+    const both = { matchExpressions: [{ key: 'gen', operator: 'Exists' }], matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] };
+    expect(nodeSelectorMatches(sel(both), node)).toBe(true);
+    expect(nodeSelectorMatches(sel({ ...both, matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-b'] }] }), node)).toBe(false);
+    expect(nodeSelectorMatches(sel({ matchFields: [{ key: 'metadata.uid', operator: 'In', values: ['node-a'] }] }), node)).toBe(false);
   });
 });

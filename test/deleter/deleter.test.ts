@@ -11,9 +11,16 @@ import { ProcTable } from '../../src/deleter/proctable.ts';
 import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
-import { FakeRecorder, liveStore, makePV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
+import { generatePVName } from '../../src/discovery/naming.ts';
+import { FakeRecorder, liveStore, makePV as makeNamedPV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
 
 const isRoot = process.getuid?.() === 0;
+
+/** The name discovery gives to the volume <hostDir>/<file> of a class on this node. */
+const N = (file: string, cls = 'sc1'): string => generatePVName(file, NODE, cls);
+/** A PV of the volume /mnt/disks/<file>, named as discovery names it (the deleter refuses other names). */
+const makePV = (file: string, opts: Parameters<typeof makeNamedPV>[1] = {}) =>
+  makeNamedPV(N(file, opts.cls), { path: `/mnt/disks/${file}`, uid: `uid-${file}`, ...opts });
 
 let tmp: string;
 let mountDir: string;
@@ -85,7 +92,7 @@ function blockVolume(name: string): string {
 }
 
 const runs = (): number => (existsSync(counter) ? readFileSync(counter, 'utf8').split('\n').filter(Boolean).length : 0);
-const pvExists = (name: string): boolean => fake.object('persistentvolumes', name) !== undefined;
+const pvExists = (file: string): boolean => fake.object('persistentvolumes', N(file)) !== undefined;
 
 beforeEach(() => {
   tmp = mkdtempSync(join(tmpdir(), 'lsp-deleter-'));
@@ -125,7 +132,7 @@ describe('Deleter selection', () => {
     expect(pvExists('released')).toBe(true);
     await pass(d); // deletes
     expect(fake.objects('persistentvolumes').map((p) => p.metadata?.name).sort()).toEqual(
-      cases.map(([n]) => n).filter((n) => n !== 'released').sort(),
+      cases.map(([n]) => n).filter((n) => n !== 'released').map((n) => N(n)).sort(),
     );
     for (const [name] of cases.filter(([n]) => n !== 'released')) {
       expect(readdirSync(join(mountDir, name)).sort(), name).toEqual(['.dot', 'sub']);
@@ -171,15 +178,15 @@ describe('Deleter filesystem volumes', () => {
     const dir = fsVolume('pv1');
     const d = makeDeleter();
     await d.deletePVs();
-    expect(procTable.isRunning('pv1') || procTable.get('pv1')?.state === 'Succeeded').toBe(true);
+    expect(procTable.isRunning(N('pv1')) || procTable.get(N('pv1'))?.state === 'Succeeded').toBe(true);
     await d.idle();
     expect(existsSync(dir)).toBe(true);
     expect(readdirSync(dir)).toEqual([]);
-    expect(procTable.get('pv1')).toMatchObject({ state: 'Succeeded', uid: pv.metadata?.uid });
+    expect(procTable.get(N('pv1'))).toMatchObject({ state: 'Succeeded', uid: pv.metadata?.uid });
     now += 4000;
     await pass(d);
     expect(pvExists('pv1')).toBe(false);
-    expect(procTable.get('pv1')).toBeUndefined();
+    expect(procTable.get(N('pv1'))).toBeUndefined();
     expect(procTable.stats()).toEqual({ running: 0, succeeded: 1, failed: 0 });
     expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
     const { values } = await metrics.deleteDuration.get();
@@ -203,7 +210,7 @@ describe('Deleter filesystem volumes', () => {
     expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
     expect(fake.requests).toEqual([]); // no delete, no job: nothing reached the API
     expect(recorder.reasons()).toEqual(['VolumeMissing', 'VolumeMissing']);
-    const unmounted = recorder.events.find((e) => e.ref.name === 'unmounted');
+    const unmounted = recorder.events.find((e) => e.ref.name === N('unmounted'));
     expect(unmounted?.message).toContain(`path "${dir}" is not a valid mount point`);
     expect(await metricValue(metrics.volumeMissing, { class: 'sc1' })).toBe(2);
     expect(procTable.stats()).toEqual({ running: 0, succeeded: 0, failed: 0 });
@@ -222,7 +229,7 @@ describe('Deleter filesystem volumes', () => {
     await pass(d);
     await pass(d);
     expect(fake.requests).toEqual([]);
-    expect(recorder.events.map((e) => e.ref.name).sort()).toEqual(['dots', 'nested', 'outside', 'root']);
+    expect(recorder.events.map((e) => e.ref.name).sort()).toEqual(['dots', 'nested', 'outside', 'root'].map((f) => N(f)).sort());
     for (const e of recorder.events) expect(e.message).toMatch(/refusing to clean: path .* is not a direct child of hostDir "\/mnt\/disks"/);
     expect(procTable.isEmpty()).toBe(true);
   });
@@ -232,7 +239,7 @@ describe('Deleter filesystem volumes', () => {
     fsVolume('pv1');
     const d1 = makeDeleter();
     await pass(d1);
-    expect(recorder.events[0]?.message).toBe('Error cleaning PV "pv1": Unknown storage class name removed');
+    expect(recorder.events[0]?.message).toBe(`Error cleaning PV "${N('pv1', 'removed')}": Unknown storage class name removed`);
     expect(await metricValue(metrics.deleteFailedTotal, { mode: 'unknown', type: 'process' })).toBe(1);
     const cls = classConfig();
     const d2 = makeDeleter({ lookupClass: (n) => (n === 'removed' ? cls : undefined) });
@@ -242,8 +249,8 @@ describe('Deleter filesystem volumes', () => {
   });
 
   it('never lets a finished clean of an older PV with the same name stand for a new one (#174)', async () => {
-    procTable.markRunning('pv1', 'old-uid');
-    procTable.markSucceeded('pv1', 'old-uid');
+    procTable.markRunning(N('pv1'), 'old-uid');
+    procTable.markSucceeded(N('pv1'), 'old-uid');
     fake.put('persistentvolumes', makePV('pv1', { uid: 'new-uid' }));
     const dir = fsVolume('pv1');
     const d = makeDeleter();
@@ -251,7 +258,7 @@ describe('Deleter filesystem volumes', () => {
     // The new PV is not deleted on the strength of the old result: it is cleaned first.
     expect(pvExists('pv1')).toBe(true);
     expect(readdirSync(dir)).toEqual([]);
-    expect(procTable.get('pv1')).toMatchObject({ uid: 'new-uid', state: 'Succeeded' });
+    expect(procTable.get(N('pv1'))).toMatchObject({ uid: 'new-uid', state: 'Succeeded' });
     await pass(d);
     expect(pvExists('pv1')).toBe(false);
   });
@@ -265,8 +272,8 @@ describe('Deleter filesystem volumes', () => {
     await pass(d);
     expect(pvExists('pv1')).toBe(true);
     expect(recorder.events[0]).toMatchObject({ type: 'Warning', reason: 'VolumeFailedDelete' });
-    expect(recorder.events[0]?.message).toMatch(/Error deleting PV "pv1": etcd timeout; retrying in \d+s/);
-    expect(procTable.get('pv1')?.state).toBe('Succeeded');
+    expect(recorder.events[0]?.message).toMatch(new RegExp(`Error deleting PV "${N('pv1')}": etcd timeout; retrying in \\d+s`));
+    expect(procTable.get(N('pv1'))?.state).toBe('Succeeded');
     await pass(d); // within the backoff: no request
     expect(fake.count('delete', 'persistentvolumes')).toBe(1);
     now += 11_000;
@@ -283,11 +290,11 @@ describe('Deleter filesystem volumes', () => {
       pvs: { get: () => undefined, list: () => [makePV('pv1', { uid: 'u1' })] }, // the cache still has the old one
     });
     await pass(d);
-    fake.remove('persistentvolumes', 'pv1');
+    fake.remove('persistentvolumes', N('pv1'));
     fake.put('persistentvolumes', makePV('pv1', { uid: 'u2', phase: 'Available' }));
     await pass(d);
-    expect(fake.object('persistentvolumes', 'pv1')?.metadata?.uid).toBe('u2');
-    expect(procTable.get('pv1')).toBeUndefined();
+    expect(fake.object('persistentvolumes', N('pv1'))?.metadata?.uid).toBe('u2');
+    expect(procTable.get(N('pv1'))).toBeUndefined();
     expect(await metricValue(metrics.deleteTotal)).toBe(0);
   });
 
@@ -304,7 +311,7 @@ describe('Deleter filesystem volumes', () => {
     for (let i = 0; i < 10; i++) await pass(d); // same instant: one clean, one report
     expect(calls).toBe(1);
     expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);
-    expect(recorder.events[0]?.message).toMatch(/^Error cleaning PV "pv1": EBUSY; retrying in 1\ds$/);
+    expect(recorder.events[0]?.message).toMatch(new RegExp(`^Error cleaning PV "${N('pv1')}": EBUSY; retrying in 1\\ds$`));
     expect(await metricValue(metrics.cleanupRetries, { type: 'process' })).toBe(1);
     expect(await metricValue(metrics.deleteFailedTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
     now += 11_000;
@@ -370,7 +377,7 @@ describe('Deleter filesystem volumes', () => {
     expect(readdirSync(join(mountDir, 'pv1'))).toHaveLength(2);
     state = 'NotFound';
     await pass(d);
-    expect(procTable.get('pv1')?.state).toBe('Succeeded');
+    expect(procTable.get(N('pv1'))?.state).toBe('Succeeded');
   });
 
   it('stop() prevents new cleans', async () => {
@@ -383,6 +390,104 @@ describe('Deleter filesystem volumes', () => {
   });
 });
 
+describe('Deleter refuses PVs that may describe another volume', () => {
+  /** A PV someone made by hand for /mnt/disks/<file> on this node: no provisioned-by annotation. */
+  const manualPV = (name: string, path: string, phase = 'Bound') => {
+    const pv = makeNamedPV(name, { path, phase, uid: `uid-${name}` });
+    delete pv.metadata?.annotations;
+    return pv;
+  };
+  /** Counts cleaner calls; the real cleaner never runs in these tests. */
+  const counting = (): { calls: string[]; over: Partial<DeleterOptions> } => {
+    const calls: string[] = [];
+    const clean = (p: string) => {
+      calls.push(p);
+      return Promise.resolve({ ok: true, durationMs: 1, skipped: [], removed: 0, stdout: [], stderr: [] });
+    };
+    return { calls, over: { cleanFilesystem: clean, cleanBlockDevice: (o) => clean(o.devicePath) } };
+  };
+  const refusals = () => recorder.events.filter((e) => e.reason === 'VolumeCleanRefused');
+
+  it('a forged PV with the path of a Bound volume is never cleaned nor deleted (path in use)', async () => {
+    // The victim: a Bound PV of someone else on this node; the forged PV even has the name discovery would give.
+    fake.put('persistentvolumes', manualPV('manual-vol', '/mnt/disks/vol'));
+    const forged = fake.put('persistentvolumes', makePV('vol', { path: '/mnt/disks//vol/', uid: 'uid-forged' }));
+    const dir = fsVolume('vol');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    for (let i = 0; i < 4; i++) {
+      await pass(d);
+      now += 5000;
+    }
+    expect(calls).toEqual([]);
+    expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
+    expect(fake.requests.filter((r) => r.verb !== 'get' && r.verb !== 'list')).toEqual([]);
+    expect(pvExists('vol')).toBe(true);
+    expect(procTable.isEmpty()).toBe(true);
+    expect(refusals()).toHaveLength(1); // once per warn window
+    expect(refusals()[0]).toMatchObject({ type: 'Warning', ref: { name: forged.metadata?.name, uid: 'uid-forged' } });
+    expect(refusals()[0]?.message).toBe(
+      `Refusing to clean PV "${N('vol')}": its volume "/mnt/disks//vol/" is also used by PV "manual-vol". ` +
+        'The volume is not cleaned and the PV is kept; delete the PV by hand if it was not made by this provisioner.',
+    );
+    expect(await metricValue(metrics.cleanRefused, { reason: 'path_in_use' })).toBe(1);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'name_mismatch' })).toBe(0);
+    now += 60_000;
+    await pass(d);
+    expect(refusals()).toHaveLength(2);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'path_in_use' })).toBe(2);
+  });
+
+  it('a PV whose name is not the one this node gives to its volume is never cleaned (in-process or by a Job)', async () => {
+    fake.put('persistentvolumes', makeNamedPV('forged', { path: '/mnt/disks/vol2' }));
+    const dir = fsVolume('vol2');
+    for (const useJobForCleaning of [false, true]) {
+      const { calls, over } = counting();
+      const jobs: JobTracker = { status: () => ({ state: 'NotFound' }) };
+      await pass(makeDeleter({ ...over, config: config({ useJobForCleaning }), jobController: jobs }));
+      expect(calls).toEqual([]);
+    }
+    expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
+    expect(fake.requests).toEqual([]); // no Job, no delete
+    expect(fake.object('persistentvolumes', 'forged')).toBeDefined();
+    expect(refusals().map((e) => e.message)).toEqual(
+      Array(2).fill(
+        `Refusing to clean PV "forged": its name is not "${N('vol2')}", the name this node gives to volume "vol2" of class "sc1". ` +
+          'The volume is not cleaned and the PV is kept; delete the PV by hand if it was not made by this provisioner.',
+      ),
+    );
+    expect(await metricValue(metrics.cleanRefused, { reason: 'name_mismatch' })).toBe(2);
+  });
+
+  it('sees the victim in the node-wide store only (a stub is enough), and through another class with the same mountDir', async () => {
+    const cfg = testConfig({ sc1: classConfig(), alias: classConfig({ hostDir: '/mnt/alias' }) });
+    const ours = makePV('vol3', { uid: 'uid-forged' });
+    const stub = { metadata: { name: 'hand-made', uid: 'uid-hand' }, spec: { storageClassName: 'alias', local: { path: '/mnt/alias/vol3' } } };
+    fake.put('persistentvolumes', ours);
+    const dir = fsVolume('vol3');
+    const { calls, over } = counting();
+    const d = makeDeleter({ ...over, config: cfg, lookupClass: (n) => cfg.storageClassMap[n], allPvs: { get: () => undefined, list: () => [ours, stub] } });
+    await pass(d);
+    expect(calls).toEqual([]);
+    expect(readdirSync(dir)).toHaveLength(2);
+    expect(refusals()[0]?.message).toContain('its volume "/mnt/disks/vol3" is also used by PV "hand-made"');
+  });
+
+  it('a legitimate PV is still cleaned and deleted next to other PVs of this node', async () => {
+    fake.put('persistentvolumes', manualPV('manual-other', '/mnt/disks/other'));
+    fake.put('persistentvolumes', makePV('vol4'));
+    const dir = fsVolume('vol4');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d);
+    await pass(d);
+    expect(calls).toEqual([dir]);
+    expect(pvExists('vol4')).toBe(false);
+    expect(refusals()).toEqual([]);
+    expect(await metricValue(metrics.cleanRefused)).toBe(0);
+  });
+});
+
 describe.skipIf(!isRoot)('Deleter block volumes', () => {
   it('runs the block cleaner with LOCAL_PV_BLKDEVICE, then deletes the PV', async () => {
     fake.put('persistentvolumes', makePV('blk', { capacity: '1Ti' }));
@@ -391,7 +496,7 @@ describe.skipIf(!isRoot)('Deleter block volumes', () => {
     await pass(d);
     expect(readFileSync(counter, 'utf8')).toBe(`run ${dev}\n`);
     expect(recorder.events).toEqual([
-      expect.objectContaining({ type: 'Normal', reason: 'VolumeDelete', message: 'Starting cleanup of Block PV "blk", this may take a while' }),
+      expect.objectContaining({ type: 'Normal', reason: 'VolumeDelete', message: `Starting cleanup of Block PV "${N('blk')}", this may take a while` }),
     ]);
     await pass(d);
     expect(pvExists('blk')).toBe(false);
@@ -411,7 +516,7 @@ describe.skipIf(!isRoot)('Deleter block volumes', () => {
     expect(pvExists('blk')).toBe(true);
     const failed = recorder.events.filter((e) => e.reason === 'VolumeFailedDelete');
     expect(failed).toHaveLength(1);
-    expect(failed[0]?.message).toMatch(/Error cleaning PV "blk": block cleaner command "bash" exited with code 7: disk on fire; retrying in/);
+    expect(failed[0]?.message).toContain(`Error cleaning PV "${N('blk')}": block cleaner command "bash" exited with code 7: disk on fire; retrying in`);
     now += 12_000;
     await pass(d);
     expect(runs()).toBe(2);
@@ -446,7 +551,7 @@ describe('Deleter with cleanup Jobs', () => {
     await pass(d);
     await pass(d);
     expect(fake.count('create', 'jobs')).toBe(1);
-    const job = fake.object('jobs', `${NS}/cleanup-pv1`);
+    const job = fake.object('jobs', `${NS}/cleanup-${N('pv1')}`);
     const c = job?.spec?.template.spec?.containers[0];
     expect(c?.command).toEqual(['/scripts/fsclean.sh']);
     expect(c?.env).toEqual([{ name: 'LOCAL_PV_FILESYSTEM', value: dir }]);
@@ -472,7 +577,7 @@ describe('Deleter with cleanup Jobs', () => {
     now += 12_000;
     await pass(d);
     expect(fake.count('create', 'jobs')).toBe(2);
-    expect(fake.object('jobs', `${NS}/cleanup-pv1`)).toBeDefined();
+    expect(fake.object('jobs', `${NS}/cleanup-${N('pv1')}`)).toBeDefined();
   });
 
   it('waits while the job controller holds the PV in a failure backoff', async () => {

@@ -3,8 +3,10 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { pino, type Logger } from 'pino';
 import type { V1Job } from '@kubernetes/client-node';
 import { Deleter } from '../../src/deleter/deleter.ts';
+import { generatePVName } from '../../src/discovery/naming.ts';
 import { JobController } from '../../src/deleter/jobcontroller.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
@@ -24,8 +26,9 @@ let controllers: JobController[];
 const complete = { conditions: [{ type: 'Complete', status: 'True' }], succeeded: 1 };
 const failed = { conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }], failed: 4 };
 
-function makeController(): JobController {
+function makeController(logger?: Logger): JobController {
   const jc = new JobController({
+    logger,
     kube: fake,
     namespace: NS,
     nodeName: NODE,
@@ -201,6 +204,43 @@ describe('JobController', () => {
     expect(jc.inProgress('pv1', true)).toBe(true);
   });
 
+  it('takes the PV from the Job name: a Job whose pv label names another PV is ignored, never deletes a PV', async () => {
+    const logs: Array<{ level: number; msg: string; job?: string }> = [];
+    const logger = pino({ level: 'info' }, { write: (s: string) => logs.push(JSON.parse(s) as { level: number; msg: string }) });
+    const a = fake.put('persistentvolumes', makePV('a'));
+    const b = fake.put('persistentvolumes', makePV('b'));
+    // A Job named for PV a whose labels point at PV b (name, uid): upstream trusted the label.
+    const forged = makeJob(a);
+    forged.metadata = { ...forged.metadata, labels: { ...forged.metadata?.labels, pv: 'b', pvuuid: b.metadata?.uid ?? '' } };
+    putJob({ ...forged, status: complete });
+    // And one without the pv label, also for a.
+    const unlabelled = makeJob(a);
+    unlabelled.metadata = { ...unlabelled.metadata, name: 'cleanup-a2', labels: { 'kubernetes.io/hostname': NODE, pvuuid: a.metadata?.uid ?? '' } };
+    putJob({ ...unlabelled, status: complete });
+    const jc = makeController(logger);
+    jc.start();
+    await jc.waitForSync();
+    const ignored = (): string[] => logs.filter((l) => l.level === 40 && l.msg.startsWith('ignoring cleanup job')).map((l) => l.msg);
+    await vi.waitFor(() => expect(ignored().length + fake.count('delete')).toBeGreaterThanOrEqual(2));
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(fake.object('persistentvolumes', 'a')).toBeDefined();
+    expect(fake.object('persistentvolumes', 'b')).toBeDefined();
+    expect(fake.objects('jobs')).toHaveLength(2); // not ours to delete either
+    expect(ignored().sort()).toEqual([
+      `ignoring cleanup job ${NS}/cleanup-a2: its label pv is missing, but its name is for PV "a2"; no PV is deleted because of it`,
+      `ignoring cleanup job ${NS}/cleanup-a: its label pv is "b", but its name is for PV "a"; no PV is deleted because of it`,
+    ]);
+    // An update of the same Job does not repeat the warning; a consistent Job queued after it is handled as usual.
+    fake.setStatus('jobs', jobKey('a'), { ...complete, succeeded: 2 });
+    const c = fake.put('persistentvolumes', makePV('c'));
+    putJob({ ...makeJob(c), status: complete });
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', 'c')).toBeUndefined());
+    expect(ignored()).toHaveLength(2);
+    expect(fake.object('persistentvolumes', 'a')).toBeDefined();
+    expect(fake.object('persistentvolumes', 'b')).toBeDefined();
+    expect(await metricValue(metrics.deleteTotal)).toBe(1);
+  });
+
   it('stop() ends the watch and the workers; nothing is sent afterwards', async () => {
     const jc = makeController();
     jc.start();
@@ -225,7 +265,9 @@ describe('Deleter + JobController', () => {
       mkdirSync(join(mountDir, 'pv1'), { recursive: true });
       const cls = { hostDir: '/mnt/disks', mountDir, blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem' as const, namePattern: '*' };
       const config = testConfig({ sc1: cls }, { useJobForCleaning: true });
-      fake.put('persistentvolumes', makePV('pv1'));
+      // Named as discovery names /mnt/disks/pv1 on this node (the deleter refuses other names).
+      const name = generatePVName('pv1', NODE, 'sc1');
+      fake.put('persistentvolumes', makePV(name, { path: '/mnt/disks/pv1' }));
       const jc = makeController();
       jc.start();
       await jc.waitForSync();
@@ -246,22 +288,22 @@ describe('Deleter + JobController', () => {
         readMountPoints: () => Promise.resolve(new Set([join(mountDir, 'pv1')])),
       });
       await d.deletePVs();
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1);
 
-      fake.setStatus('jobs', jobKey('pv1'), failed);
-      await vi.waitFor(() => expect(jc.status('pv1').state).toBe('Backoff'));
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(false));
+      fake.setStatus('jobs', jobKey(name), failed);
+      await vi.waitFor(() => expect(jc.status(name).state).toBe('Backoff'));
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(false));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1); // held by the backoff
       now += 31_000;
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(2);
 
-      await vi.waitFor(() => expect(jc.inProgress('pv1', true)).toBe(true));
-      fake.setStatus('jobs', jobKey('pv1'), complete);
-      await vi.waitFor(() => expect(fake.object('persistentvolumes', 'pv1')).toBeUndefined());
+      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
+      fake.setStatus('jobs', jobKey(name), complete);
+      await vi.waitFor(() => expect(fake.object('persistentvolumes', name)).toBeUndefined());
       await vi.waitFor(() => expect(fake.objects('jobs')).toEqual([]));
       expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'job' })).toBe(1);
       expect(recorder.reasons()).toEqual(['VolumeFailedDelete']);

@@ -184,4 +184,32 @@ describe('event recorder', () => {
     await r.flush();
     expect(events()[0]?.message).toHaveLength(1024);
   });
+
+  it('escapes control characters of every message (paths, errno texts) before it is sent', async () => {
+    const r = make();
+    const path = '/mnt/disks/a\nWarning Forged\r\x1b[31mred\x1b[0m\t\x00\x7f\x9b\u2028\u202e';
+    r.event(pvA, 'Warning', 'AnyReason', `cannot stat ${path}: ENOENT`);
+    await r.flush();
+    const msg = events()[0]?.message ?? '';
+    expect(msg).toBe('cannot stat /mnt/disks/a\\nWarning Forged\\r\\x1b[31mred\\x1b[0m\\t\\x00\\x7f\\x9b\\u2028\\u202e: ENOENT');
+    // eslint-disable-next-line no-control-regex
+    expect(msg).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u202e]/);
+  });
+
+  it('bounds messages to 1024 UTF-8 bytes after escaping, never splitting a character', async () => {
+    const r = make();
+    r.event(pvA, 'Warning', 'R', '\n'.repeat(600)); // 1200 bytes once escaped
+    r.event(pvA, 'Warning', 'R2', 'é'.repeat(1000)); // 2000 bytes
+    r.event(pvA, 'Warning', 'R3', '😀'.repeat(300)); // surrogate pairs, 1200 bytes
+    await r.flush();
+    const byReason = new Map(events().map((e) => [e.reason, e.message ?? '']));
+    for (const m of byReason.values()) {
+      expect(Buffer.byteLength(m, 'utf8')).toBeLessThanOrEqual(1024);
+      expect(m.endsWith('...')).toBe(true);
+      expect(m).not.toContain('\ufffd');
+    }
+    expect(byReason.get('R')).toBe(`${'\\n'.repeat(510)}\\...`);
+    expect(byReason.get('R2')).toBe(`${'é'.repeat(510)}...`);
+    expect(byReason.get('R3')).toBe(`${'😀'.repeat(255)}...`);
+  });
 });
