@@ -18,7 +18,8 @@ const admin = adminClients();
 const { core, storage } = admin;
 const component = join(deploymentDir, 'components', 'node-cleanup');
 const rbacFiles = [join(component, 'serviceaccount.yaml'), join(component, 'rbac.yaml')];
-const DELAY_S = 3;
+// Short, yet long enough for the test to re-create a Node within it on a loaded machine.
+const DELAY_S = 5;
 const timersMetric = 'local_volume_node_cleanup_deletion_timers_total';
 
 const hostTerm = (node: string): V1NodeSelectorTerm => ({ matchExpressions: [{ key: hostnameLabel, operator: 'In', values: [node] }] });
