@@ -17,7 +17,9 @@ import { metricValue, startNodeCleanup, type ProvisionerProcess } from './suppor
 const admin = adminClients();
 const { core, storage } = admin;
 const component = join(deploymentDir, 'components', 'node-cleanup');
-const rbacFiles = [join(component, 'serviceaccount.yaml'), join(component, 'rbac.yaml')];
+// The component as shipped: its RBAC is what the controller runs with. The Deployment is only
+// stored (no deployment controller here): the API server checks its types and required fields.
+const componentFiles = ['serviceaccount.yaml', 'rbac.yaml', 'deployment.yaml'].map((f) => join(component, f));
 // Short, yet long enough for the test to re-create a Node within it on a loaded machine.
 const DELAY_S = 5;
 const timersMetric = 'local_volume_node_cleanup_deletion_timers_total';
@@ -80,7 +82,7 @@ describe('local-volume-node-cleanup', () => {
     waitMetric(ctl as ProvisionerProcess, name, labels, (v) => v >= n, { what, timeoutMs: 60_000 });
 
   beforeAll(async () => {
-    await applyManifests(inject('kubeconfig'), rbacFiles);
+    await applyManifests(inject('kubeconfig'), componentFiles);
     const kubeconfig = await serviceAccountKubeconfig(admin, 'kube-system', 'local-volume-node-cleanup', join(tmp, 'node-cleanup.kubeconfig'));
     ns = uniqueName('nc');
     await core.createNamespace({ body: { metadata: { name: ns } } });
@@ -124,7 +126,7 @@ describe('local-volume-node-cleanup', () => {
     for (const pv of pvNames) await core.deletePersistentVolume({ name: pv }).catch(() => undefined);
     for (const n of [nodeA, nodeB]) await core.deleteNode({ name: n }).catch(() => undefined);
     await storage.deleteStorageClass({ name: sc }).catch(() => undefined);
-    await deleteManifests(inject('kubeconfig'), rbacFiles).catch(() => undefined);
+    await deleteManifests(inject('kubeconfig'), componentFiles).catch(() => undefined);
     rmSync(tmp, { recursive: true, force: true });
   });
 
