@@ -282,22 +282,28 @@ export class NodeCleanupController {
     return since;
   }
 
-  /** The delay is over: checks the nodes with the API server, then deletes the claim, or else the PV. */
+  /**
+   * The delay is over. Decides from the cache what there is to delete (the bound claim, or else
+   * the PV); only then asks the API server about the nodes (so a PV left alone costs no request),
+   * and deletes.
+   */
   async #cleanUp(pv: V1PersistentVolume, names: readonly string[]): Promise<SyncOutcome> {
+    const pvc = this.#boundClaim(pv);
+    if (pvc?.metadata?.deletionTimestamp) return none('the PVC is being deleted');
+    if (!pvc) {
+      if (pv.metadata?.deletionTimestamp) return none('the PV is being deleted');
+      if (!pvDeletable(pv)) return none(`phase ${pv.status?.phase ?? 'unknown'}, reclaim policy ${pv.spec?.persistentVolumeReclaimPolicy ?? 'unknown'}`);
+    }
     for (const n of names) {
       if (await this.#nodeExists(n)) {
         this.#goneSinceByName.delete(n);
         return none(`node ${n} exists (API)`);
       }
     }
-    const pvc = this.#boundClaim(pv);
     if (pvc) {
-      if (pvc.metadata?.deletionTimestamp) return none('the PVC is being deleted');
       await this.#deletePVC(pvc, names);
       return { action: 'deleted-pvc', claim: objectKey(pvc) };
     }
-    if (pv.metadata?.deletionTimestamp) return none('the PV is being deleted');
-    if (!pvDeletable(pv)) return none(`phase ${pv.status?.phase ?? 'unknown'}, reclaim policy ${pv.spec?.persistentVolumeReclaimPolicy ?? 'unknown'}`);
     const phase = pv.status?.phase ?? '';
     await this.#deletePV(pv, phase, names);
     return { action: 'deleted-pv', phase };
@@ -310,7 +316,7 @@ export class NodeCleanupController {
     const pvc = this.#pvcs.get(`${claim.namespace ?? ''}/${claim.name}`);
     if (!pvc || isClaimOf(pvc, pv)) return pvc;
     const name = pv.metadata?.name ?? '';
-    this.#log.info({ pv: name, pvc: objectKey(pvc) }, `PVC ${objectKey(pvc)} is not the claim bound to PV ${name}; not deleting it`);
+    this.#log.debug({ pv: name, pvc: objectKey(pvc) }, `PVC ${objectKey(pvc)} is not the claim bound to PV ${name}; not deleting it`);
     return undefined;
   }
 

@@ -275,6 +275,15 @@ describe('NodeCleanupController', () => {
     expect(deletes().sort()).toEqual(['persistentvolumes/avail-retain', 'persistentvolumes/released-delete']);
   });
 
+  it('a PV of a gone Node that is left alone (Released, Retain) costs no API request per pass', async () => {
+    putPV('kept', { reclaim: 'Retain', phase: 'Released' });
+    await start();
+    fake.remove('nodes', 'node-a');
+    await advance(DELAY + SCAN * 10);
+    expect(pvExists('kept')).toBe(true);
+    expect(fake.requests.filter((r) => r.kind === 'nodes' && (r.verb === 'get' || r.verb === 'list')).length).toBe(1); // the informer's list
+  });
+
   it('re-checks the Node with a GET before deleting: a Node the cache missed stops the delete', async () => {
     putPV('pv-a');
     await start();
