@@ -8,6 +8,7 @@ import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/cli
 import { stringify } from 'yaml';
 import { PVCache, pvOnThisNode } from './cache/pv-cache.ts';
 import { loadConfig } from './config/load.ts';
+import { formatConfigError } from './controller/supervisor.ts';
 import { Discoverer } from './discovery/discoverer.ts';
 import { provisionerName } from './discovery/naming.ts';
 import type { Options } from './flags.ts';
@@ -106,11 +107,12 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
   }
   let loaded;
   try {
-    loaded = await loadConfig(opts.configDir);
+    loaded = await loadConfig(opts.configDir, { maxFileBytes: opts.maxConfigFileBytes });
   } catch (err) {
     process.stderr.write(`local-volume-provisioner: ${(err as Error).message}\n`);
     return 1;
   }
+  for (const w of loaded.result.warnings ?? []) process.stderr.write(`local-volume-provisioner: configuration warning: ${formatConfigError(w)}\n`);
   if (!loaded.result.ok) {
     process.stderr.write(`local-volume-provisioner: invalid configuration in ${opts.configDir}:\n`);
     for (const e of loaded.result.errors) {
@@ -135,7 +137,8 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
     cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
     recorder,
     metrics: new Metrics({ defaultMetrics: false }),
-    logger,
+    // The discoverer believes it creates PVs: its info lines ("Created PV ...") would be false here.
+    logger: logger.child({ component: 'dry-run' }, { level: logger.levelVal >= logger.levels.values['warn']! ? logger.level : 'warn' }),
   });
   const result = await discoverer.discover();
   pvCache.close();

@@ -4,8 +4,11 @@
 // KUBECONFIG) keep their names and defaults. Go's flag package accepts "-flag" as
 // well as "--flag", so both spellings work here too.
 import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_CONFIG_FILE_BYTES } from './config/load.ts';
 import { DEFAULT_CONFIG_DIR } from './config/types.ts';
-import { parseDuration } from './util/duration.ts';
+import { extractKlogFlags, klogLevel } from './klog-flags.ts';
+import { LOG_FORMATS, type LogFormat } from './util/log.ts';
+import { parseDuration, timerDurationProblem } from './util/duration.ts';
 
 export interface Options {
   listenAddress: string;
@@ -13,6 +16,8 @@ export interface Options {
   discoveryPeriodMs: number;
   configSyncPeriodMs: number;
   configDir: string;
+  /** Largest config file read, in bytes. */
+  maxConfigFileBytes: number;
   stateDir: string;
   kubeApiQps: number;
   kubeApiBurst: number;
@@ -21,6 +26,9 @@ export interface Options {
   cleanTimeoutMs: number;
   maxConcurrentCleans: number;
   logLevel: string;
+  logFormat: LogFormat;
+  /** klog flags of the Go provisioner that were given and have no effect (main warns once). */
+  ignoredKlogFlags: string[];
   dryRun: boolean;
   nodeName: string;
   namespace: string;
@@ -35,6 +43,9 @@ export interface Options {
 export const DEFAULT_QPS = 20;
 export const DEFAULT_BURST = 40;
 
+/** pino's levels, and "silent". */
+export const LOG_LEVELS: readonly string[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
 export const HELP = `Usage: local-volume-provisioner [flags]
 
 Discovers local volumes (mount points and block devices) under the discovery
@@ -47,6 +58,8 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --discovery-period DUR       time between discovery and cleanup passes (default 10s)
   --config-sync-period DUR     how often the config directory is checked (default 5s)
   --config-dir DIR             the mounted ConfigMap (default "${DEFAULT_CONFIG_DIR}")
+  --max-config-file-size SIZE  largest config file (ConfigMap key) read, in bytes, or with a
+                               Ki or Mi suffix (default 256Ki); a bigger one makes the config invalid
   --state-dir DIR              small runtime state: the running block cleaners, so a restarted
                                daemon can stop those of one that was killed (default
                                "/run/local-volume-provisioner")
@@ -58,7 +71,13 @@ Flags (Go-style "-flag" works as well as "--flag"):
                                the --config-sync-period poll is the authority either way
   --clean-timeout DUR          kill an in-process block cleaner after this long (default 1h)
   --max-concurrent-cleans N    in-process cleanups running at once (default 4)
-  --log-level LEVEL            trace, debug, info, warn, error (default info, env LOG_LEVEL)
+  --log-level LEVEL            trace, debug, info, warn, error, fatal or silent (default info,
+                               env LOG_LEVEL)
+  --log-format FORMAT          json, text or auto (default auto: text at a terminal outside a
+                               cluster, json otherwise; env LOG_FORMAT). Logs go to stderr.
+  -v N                         the Go provisioner's klog verbosity: 0-1 info, 2-3 debug, 4+ trace
+                               (--log-level and LOG_LEVEL win); its other klog flags
+                               (-logtostderr, -stderrthreshold, ...) are accepted and ignored
   --dry-run                    print, as YAML, the PVs this node would get, then exit;
                                writes nothing to any cluster (reads Node and StorageClasses
                                when a cluster is reachable, otherwise says what it assumed)
@@ -73,6 +92,7 @@ Environment:
   JOB_CONTAINER_IMAGE  image of cleanup Jobs (needed with useJobForCleaning)
   KUBECONFIG           kubeconfig file; without it the in-cluster config is used
   LOG_LEVEL            default for --log-level
+  LOG_FORMAT           default for --log-format
 
 Signals: SIGHUP checks the config directory at once; SIGTERM/SIGINT stop gracefully.
 `;
@@ -101,14 +121,45 @@ export function parseDur(name: string, v: string): number {
   } catch (e) {
     throw new Error(`invalid value for --${name}: ${(e as Error).message}`, { cause: e });
   }
-  if (ms <= 0) throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: want a positive duration`);
-  return ms;
+  const problem = timerDurationProblem(ms);
+  if (problem !== undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: ${problem}`);
+  // Whole milliseconds: execa's timeout (--clean-timeout) throws on a fraction, for every clean.
+  return Math.ceil(ms);
+}
+
+function parseSize(name: string, v: string): number {
+  const m = /^([0-9]+)(Ki|Mi)?$/.exec(v);
+  const n = m === null ? 0 : Number(m[1]) * (m[2] === 'Mi' ? 2 ** 20 : m[2] === 'Ki' ? 2 ** 10 : 1);
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: want a positive number of bytes, optionally with a Ki or Mi suffix`);
+  }
+  return n;
+}
+
+function parseLogLevel(v: string): string {
+  if (!LOG_LEVELS.includes(v)) throw new Error(`invalid value ${JSON.stringify(v)} for --log-level (or LOG_LEVEL): want one of ${LOG_LEVELS.join(', ')}`);
+  return v;
+}
+
+function parseLogFormat(v: string): LogFormat {
+  const f = LOG_FORMATS.find((x) => x === v);
+  if (f === undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --log-format: want ${LOG_FORMATS.join(', ')}`);
+  return f;
+}
+
+/** The level -v asks for, unless --log-level or LOG_LEVEL set one. */
+function levelFromKlog(verbosity: number | undefined, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  if (verbosity === undefined || env['LOG_LEVEL']) return undefined;
+  if (args.some((a) => a === '--log-level' || a.startsWith('--log-level='))) return undefined;
+  return klogLevel(verbosity);
 }
 
 /** Parses argv (without node and script) and env; throws an Error with a one-line message on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Options {
+  const klog = extractKlogFlags(argv);
+  const args = goStyle(klog.rest);
   const { values } = parseArgs({
-    args: goStyle(argv),
+    args,
     strict: true,
     allowPositionals: false,
     options: {
@@ -117,6 +168,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'discovery-period': { type: 'string', default: '10s' },
       'config-sync-period': { type: 'string', default: '5s' },
       'config-dir': { type: 'string', default: DEFAULT_CONFIG_DIR },
+      'max-config-file-size': { type: 'string', default: `${DEFAULT_MAX_CONFIG_FILE_BYTES / 1024}Ki` },
       'state-dir': { type: 'string', default: '/run/local-volume-provisioner' },
       'kube-api-qps': { type: 'string', default: String(DEFAULT_QPS) },
       'kube-api-burst': { type: 'string', default: String(DEFAULT_BURST) },
@@ -124,7 +176,8 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'config-watch': { type: 'string', default: 'true' },
       'clean-timeout': { type: 'string', default: '1h' },
       'max-concurrent-cleans': { type: 'string', default: '4' },
-      'log-level': { type: 'string', default: env['LOG_LEVEL'] ?? 'info' },
+      'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
+      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
       'dry-run': { type: 'boolean', default: false },
       'node-name': { type: 'string', default: env['MY_NODE_NAME'] ?? '' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -139,6 +192,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     discoveryPeriodMs: parseDur('discovery-period', values['discovery-period']),
     configSyncPeriodMs: parseDur('config-sync-period', values['config-sync-period']),
     configDir: values['config-dir'],
+    maxConfigFileBytes: parseSize('max-config-file-size', values['max-config-file-size']),
     stateDir: values['state-dir'],
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),
@@ -146,7 +200,9 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     configWatch: parseBool('config-watch', values['config-watch']),
     cleanTimeoutMs: parseDur('clean-timeout', values['clean-timeout']),
     maxConcurrentCleans: parsePositiveInt('max-concurrent-cleans', values['max-concurrent-cleans']),
-    logLevel: values['log-level'],
+    logLevel: levelFromKlog(klog.verbosity, args, env) ?? parseLogLevel(values['log-level']),
+    logFormat: parseLogFormat(values['log-format']),
+    ignoredKlogFlags: klog.ignored,
     dryRun: values['dry-run'],
     nodeName: values['node-name'],
     namespace: env['MY_NAMESPACE'] || 'default',

@@ -5,6 +5,7 @@
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { nodePVSelection } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
+import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
@@ -26,8 +27,6 @@ import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
 import { VERSION } from './version.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
-
-export { VERSION };
 
 /** Fetches this node, retrying with backoff until it succeeds or the signal aborts (a dead API server is waited out). */
 async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, signal: AbortSignal): Promise<V1Node> {
@@ -91,6 +90,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   pvInformer.start();
   scInformer.start();
+  metrics.registerCapacitySource(() => pvInformer.list());
 
   const nodeRef: ObjectRef = { kind: 'Node', apiVersion: 'v1', name: opts.nodeName, uid: nodeUid };
   const refs: ObjectRef[] = [nodeRef];
@@ -135,6 +135,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   const watcher = new ConfigWatcher({
     dir: opts.configDir,
+    read: (dir) => readConfigDir(dir, { maxFileBytes: opts.maxConfigFileBytes }),
     pollIntervalMs: opts.configSyncPeriodMs,
     watch: opts.configWatch,
     onResult: (res) => supervisor.handle(res),
@@ -164,7 +165,13 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli('local-volume-provisioner', argv, (a) => parseOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
+  if (opts.ignoredKlogFlags.length > 0) {
+    logger.warn(
+      { flags: opts.ignoredKlogFlags },
+      `ignoring the Go provisioner's klog flags ${opts.ignoredKlogFlags.join(', ')}: logs always go to stderr (-v sets the level when --log-level and LOG_LEVEL do not)`,
+    );
+  }
   if (opts.dryRun) return runDryRun(opts, logger);
 
   return runDaemon('local-volume-provisioner', logger, () => run(opts, logger));

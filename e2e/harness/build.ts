@@ -1,5 +1,5 @@
 // Builds (or reuses) the e2e control-plane binary `testplane` from the Go module in
-// e2e/controlplane. The binary is cached OUTSIDE the work tree, keyed by a stamp (sha256 of
+// e2e/controlplane, showing progress (build-progress.ts) during the long cold build. The binary is cached OUTSIDE the work tree, keyed by a stamp (sha256 of
 // go.mod, go.sum and *.go), so a fresh clone on the same machine reuses it:
 //   ${LSP_CACHE_DIR:-$HOME/.cache/local-static-provisioner}/testplane/<stamp>/testplane
 import { spawn, execFile } from 'node:child_process';
@@ -9,6 +9,7 @@ import { constants } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BuildProgress, countPackages, isPackageLine, progressSink, STALE_TEMPLATE } from './build-progress.ts';
 
 /** The Go module of the control plane (e2e/controlplane). */
 export const controlPlaneSourceDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'controlplane');
@@ -28,6 +29,8 @@ export interface BuildOptions {
   readonly cacheDir?: string;
   /** The go command (default: `go` from PATH). */
   readonly goBinary?: string;
+  /** Show progress as one line rewritten in place (default: stderr is a terminal); otherwise `log` every 30 s. */
+  readonly tty?: boolean;
 }
 
 export function defaultCacheDir(): string {
@@ -124,33 +127,72 @@ export async function ensureControlPlaneBinary(opts: BuildOptions = {}): Promise
   const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   log(`control plane: building ${target} with ${goVersion} (stamp ${stamp}; a cold build takes 10-30 min)`);
   const started = performance.now();
+  const progress = new BuildProgress(started);
+  const sink = progressSink({ tty: opts.tty ?? process.stderr.isTTY === true, write: (t) => process.stderr.write(t), log });
+  const lister = countStalePackages(goBinary, sourceDir);
+  lister.count.then(
+    (n) => {
+      progress.total = n;
+      sink.update(progress);
+    },
+    () => undefined, // no total: progress shows the count alone
+  );
   try {
-    await runGoBuild(goBinary, sourceDir, tmp);
+    await runGoBuild(goBinary, sourceDir, tmp, (line) => {
+      if (progress.line(line)) sink.update(progress);
+    });
     await chmod(tmp, 0o755);
     await rename(tmp, target); // atomic: a concurrent reader sees no binary or a complete one
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
+  } finally {
+    lister.stop();
+    sink.end();
   }
   const secs = ((performance.now() - started) / 1000).toFixed(1);
   log(`control plane: built in ${secs} s -> ${target}`);
   return target;
 }
 
-function runGoBuild(goBinary: string, sourceDir: string, out: string): Promise<void> {
-  const args = ['build', '-trimpath', '-o', out, '-ldflags', buildLdflags(), '.'];
-  const env = { ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOWORK: 'off' };
+const goEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOWORK: 'off' });
+
+/** How many packages the build has to compile (`go list` of the stale ones); stop() kills the lister. */
+function countStalePackages(goBinary: string, sourceDir: string): { count: Promise<number>; stop(): void } {
+  const ac = new AbortController();
+  const count = new Promise<number>((res, rej) => {
+    execFile(
+      goBinary,
+      ['list', '-trimpath', '-deps', '-f', STALE_TEMPLATE, '.'],
+      { cwd: sourceDir, env: goEnv(), signal: ac.signal, maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout) => (err ? rej(new Error(`go list failed: ${err.message}`)) : res(countPackages(stdout))),
+    );
+  });
+  return { count, stop: () => ac.abort() };
+}
+
+/** `go build -v`: each package path it prints goes to onPackageLine; anything else is kept for the error. */
+function runGoBuild(goBinary: string, sourceDir: string, out: string, onPackageLine: (line: string) => void): Promise<void> {
+  const args = ['build', '-v', '-trimpath', '-o', out, '-ldflags', buildLdflags(), '.'];
   return new Promise((res, rej) => {
-    const child = spawn(goBinary, args, { cwd: sourceDir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(goBinary, args, { cwd: sourceDir, env: goEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     const tail: string[] = [];
+    let partial = '';
     const keep = (chunk: Buffer): void => {
-      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') tail.push(line);
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (line === '') continue;
+        if (isPackageLine(line)) onPackageLine(line);
+        else tail.push(line);
+      }
       if (tail.length > 40) tail.splice(0, tail.length - 40);
     };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
     child.on('error', rej);
     child.on('close', (code, signal) => {
+      if (partial !== '') tail.push(partial);
       if (code === 0) return res();
       const how = signal ? `was killed by ${signal}` : `exited with code ${String(code)}`;
       rej(new Error(`go build of the control plane (${sourceDir}) ${how}:\n${tail.join('\n')}`));

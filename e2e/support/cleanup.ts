@@ -260,7 +260,7 @@ export async function releaseAndRediscover(core: CoreV1Api, namespace: string, p
 /** Writes the config files into host/<dirName> and starts the daemon on it as the provisioner identity. */
 export async function startDaemon(
   host: HostFixtures,
-  o: { nodeName: string; files: Record<string, string>; args?: readonly string[]; dirName?: string; logName?: string },
+  o: { nodeName: string; files: Record<string, string>; args?: readonly string[]; dirName?: string; logName?: string; logLevel?: string | null },
 ): Promise<ProvisionerProcess> {
   const cfg = host.mkdir(o.dirName ?? 'config');
   for (const [k, v] of Object.entries(o.files)) writeFileSync(join(cfg, k), v);
@@ -271,6 +271,7 @@ export async function startDaemon(
     port: await freePort(),
     logFile: host.path(o.logName ?? 'provisioner.log'),
     args: ['--discovery-period=1s', '--config-sync-period=1s', ...(o.args ?? [])],
+    ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
   });
 }
 

@@ -12,6 +12,8 @@ export interface ProvisionerProcess {
   readonly logFile: string;
   readonly port: number;
   logs(): string;
+  /** What the daemon wrote to stdout alone (it should write nothing: logs go to stderr). */
+  stdout(): string;
   /** Parsed JSON log lines. */
   logLines(): Array<Record<string, unknown>>;
   metrics(): Promise<string>;
@@ -32,12 +34,19 @@ export interface StartOptions {
   logFile: string;
   args?: string[];
   env?: Record<string, string>;
+  /** --log-level to pass (default debug); null passes none (e.g. to let -v decide). */
+  logLevel?: string | null;
 }
 
 export function startProvisioner(o: StartOptions): ProvisionerProcess {
   return startDaemonProcess({
     script: join(repo, 'src', 'main.ts'),
-    args: [`--config-dir=${o.configDir}`, `--listen-address=127.0.0.1:${o.port}`, '--log-level=debug', ...(o.args ?? [])],
+    args: [
+      `--config-dir=${o.configDir}`,
+      `--listen-address=127.0.0.1:${o.port}`,
+      ...(o.logLevel === null ? [] : [`--log-level=${o.logLevel ?? 'debug'}`]),
+      ...(o.args ?? []),
+    ],
     env: {
       KUBECONFIG: o.kubeconfig,
       MY_NODE_NAME: o.nodeName,
@@ -70,6 +79,10 @@ function startDaemonProcess(o: { script: string; args: readonly string[]; env: R
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
   child.stdout?.pipe(out, { end: false });
   child.stderr?.pipe(out, { end: false });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -87,6 +100,7 @@ function startDaemonProcess(o: { script: string; args: readonly string[]; env: R
     port: o.port,
     exited,
     logs: () => readFileSync(o.logFile, 'utf8'),
+    stdout: () => stdout,
     logLines: () =>
       readFileSync(o.logFile, 'utf8')
         .split('\n')

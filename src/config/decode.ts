@@ -4,6 +4,7 @@
 // in the Issues sink instead of thrown, so one pass reports all of them.
 import type { ConfigError } from './types.ts';
 import { describe, goScalarString } from './goyaml.ts';
+import { unknownKeyMessage } from './suggest.ts';
 import type { GoValue, Line, MapEntry } from './goyaml.ts';
 
 type MapValue = Extract<GoValue, { kind: 'map' }>;
@@ -40,6 +41,23 @@ function typeError(issues: Issues, path: string, v: GoValue, expected: string): 
   return undefined;
 }
 
+/**
+ * No string of the config may hold a NUL byte: none can be a path, an argv
+ * item, a label or a name, and Node's fs and child_process throw on one.
+ */
+function nulError(issues: Issues, path: string, line: Line, what: string): undefined {
+  issues.error(path, line, `${what} contains a NUL byte (\\0), which no path, command or name may contain`);
+  return undefined;
+}
+
+/** The Go string of a scalar, or undefined (reported) for non-scalars and strings with a NUL byte. */
+function scalarText(issues: Issues, v: GoValue, path: string): string | undefined {
+  const s = goScalarString(v);
+  if (s === undefined) return typeError(issues, path, v, 'a string');
+  if (s.includes('\0')) return nulError(issues, path, v.line, 'the value');
+  return s;
+}
+
 /** A boolean field; undefined when null or wrong (wrong is reported). */
 export function readBool(issues: Issues, v: GoValue, path: string): boolean | undefined {
   if (v.kind === 'null') return undefined;
@@ -50,9 +68,7 @@ export function readBool(issues: Issues, v: GoValue, path: string): boolean | un
 /** A string field: scalars are stringified the Go way; undefined when null or not a scalar. */
 export function readString(issues: Issues, v: GoValue, path: string): string | undefined {
   if (v.kind === 'null') return undefined;
-  const s = goScalarString(v);
-  if (s === undefined) return typeError(issues, path, v, 'a string');
-  return s;
+  return scalarText(issues, v, path);
 }
 
 /** A []string field; null -> undefined; null items are reported (Go would make them ""). */
@@ -62,13 +78,9 @@ export function readStringList(issues: Issues, v: GoValue, path: string): string
   const out: string[] = [];
   let ok = true;
   v.items.forEach((item, i) => {
-    const s = goScalarString(item);
-    if (s === undefined) {
-      ok = false;
-      typeError(issues, `${path}[${i}]`, item, 'a string');
-    } else {
-      out.push(s);
-    }
+    const s = scalarText(issues, item, `${path}[${i}]`);
+    if (s === undefined) ok = false;
+    else out.push(s);
   });
   return ok ? out : undefined;
 }
@@ -81,17 +93,18 @@ export function readStringMap(issues: Issues, v: GoValue, path: string): Record<
   let ok = true;
   for (const e of exactEntries(issues, v, path)) {
     const p = joinPath(path, e.key);
+    if (e.key.includes('\0')) {
+      ok = false;
+      nulError(issues, p, e.keyLine, 'the key');
+      continue;
+    }
     if (e.value.kind === 'null') {
       out.set(e.key, '');
       continue;
     }
-    const s = goScalarString(e.value);
-    if (s === undefined) {
-      ok = false;
-      typeError(issues, p, e.value, 'a string');
-    } else {
-      out.set(e.key, s);
-    }
+    const s = scalarText(issues, e.value, p);
+    if (s === undefined) ok = false;
+    else out.set(e.key, s);
   }
   return ok ? Object.fromEntries(out) : undefined;
 }
@@ -133,7 +146,7 @@ export function readStruct(
   for (const e of v.entries) {
     const field = byLower.get(e.key.toLowerCase());
     if (field === undefined) {
-      issues.warn(joinPath(path, e.key), e.keyLine, `unknown key ${JSON.stringify(e.key)} ignored`);
+      issues.warn(joinPath(path, e.key), e.keyLine, unknownKeyMessage(e.key, known));
       continue;
     }
     const prev = fields.get(field);

@@ -10,8 +10,9 @@
 //   syntax; anything else (dates included) stays a string;
 // - quoted and block scalars are strings; `!!str` forces a string;
 // - `<<` merges mappings; anchors and aliases are followed.
-import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
+import { Composer, isAlias, isMap, isPair, isScalar, isSeq, LineCounter, Parser, YAMLParseError } from 'yaml';
 import type { Document, Node as YamlNode } from 'yaml';
+import { boundedParse, forbiddenCharacter, MAX_YAML_NESTING, YamlLimitError } from './yaml-guard.ts';
 
 /** 1-based line, when known. */
 export type Line = number | undefined;
@@ -59,8 +60,12 @@ const UINT64_MAX = 2n ** 64n - 1n;
 
 const TAG_PREFIX = 'tag:yaml.org,2002:';
 
-/** Limits that keep alias bombs and absurd nesting from eating the process. */
-const MAX_DEPTH = 100;
+/**
+ * Limits on the converted tree. The parser's nesting is bounded while it
+ * parses (yaml-guard.ts); a tree it builds is at most twice as deep ("[k: v]"
+ * items are one-pair maps), so only aliases can reach MAX_DEPTH.
+ */
+const MAX_DEPTH = 2 * MAX_YAML_NESTING + 2;
 const MAX_NODES = 100_000;
 
 function parseGoInt(plain: string): bigint | undefined {
@@ -240,12 +245,12 @@ class Converter {
 
   private count(n: number): void {
     this.nodes += n;
-    if (this.nodes > MAX_NODES) throw new LimitError(`more than ${MAX_NODES} YAML nodes (alias expansion?)`);
+    if (this.nodes > MAX_NODES) throw new LimitError(`more than ${MAX_NODES} YAML nodes after alias expansion`);
   }
 
   convert(node: unknown, depth: number, fallbackLine: Line): GoValue {
     if (node === null || node === undefined) return { kind: 'null', line: fallbackLine };
-    if (depth > MAX_DEPTH) throw new LimitError(`YAML nested deeper than ${MAX_DEPTH} levels`);
+    if (depth > MAX_DEPTH) throw new LimitError(`YAML nested deeper than ${MAX_DEPTH} levels (with aliases expanded)`);
     const line = this.lineOf(node) ?? fallbackLine;
     if (isAlias(node)) {
       const target = this.aliasTargets.get(node);
@@ -343,19 +348,34 @@ class Converter {
 
 class LimitError extends Error {}
 
+/**
+ * parseDocument, but with the parser's nesting bounded (yaml-guard.ts).
+ * Throws YamlLimitError when the text is too deep.
+ */
+function parseBounded(text: string, lines: LineCounter): Document.Parsed {
+  const composer = new Composer({ version: '1.1', schema: 'failsafe', uniqueKeys: false });
+  let doc: Document.Parsed | undefined;
+  for (const d of composer.compose(boundedParse(new Parser(lines.addNewLine), text, lines), true, text.length)) {
+    if (doc === undefined) {
+      doc = d;
+    } else {
+      doc.errors.push(new YAMLParseError(d.range.slice(0, 2) as [number, number], 'MULTIPLE_DOCS', 'Source contains multiple documents'));
+      break;
+    }
+  }
+  return doc!; // compose(…, forceDoc = true) always yields one
+}
+
 /** Parses one YAML text into a GoValue; never throws. */
 export function parseGoYaml(text: string): YamlParseOutcome {
+  const forbidden = forbiddenCharacter(text);
+  if (forbidden !== undefined) return { value: undefined, errors: [{ message: forbidden.message, line: forbidden.line }] };
   const lines = new LineCounter();
   let doc: Document.Parsed;
   try {
-    doc = parseDocument(text, {
-      version: '1.1',
-      schema: 'failsafe',
-      uniqueKeys: false,
-      prettyErrors: false,
-      lineCounter: lines,
-    });
+    doc = parseBounded(text, lines);
   } catch (err) {
+    if (err instanceof YamlLimitError) return { value: undefined, errors: [{ message: err.message, line: err.line }] };
     return { value: undefined, errors: [{ message: `YAML parser failed: ${String(err)}`, line: undefined }] };
   }
   if (doc.errors.length > 0) {

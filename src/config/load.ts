@@ -13,11 +13,24 @@
 //
 // A plain directory without ..data (development, tests, the demo) is read as
 // is: every regular file, or symlink to one, whose name does not start with ".".
-import { readFile, readdir, readlink, stat } from 'node:fs/promises';
+//
+// No file over maxFileBytes (default 256 KiB, flag --max-config-file-size) is
+// read: that is a non-transient ConfigReadError, which makes the config
+// invalid (the supervisor keeps the last good one). Parsing cost grows with
+// the text (see docs/configuration.md), and a ConfigMap holds 1 MiB at most.
+import { open, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from './parse.ts';
 import type { ParseResult } from './types.ts';
+
+/** Largest config file read by default: 256 KiB. */
+export const DEFAULT_MAX_CONFIG_FILE_BYTES = 256 * 1024;
+
+export interface ReadOptions {
+  /** Largest file read, in bytes (default DEFAULT_MAX_CONFIG_FILE_BYTES). */
+  readonly maxFileBytes?: number | undefined;
+}
 
 export interface ConfigFiles {
   /** ConfigMap key -> content. */
@@ -64,17 +77,45 @@ function describeFsError(err: unknown): string {
   }
 }
 
-/** Reads one file; ENOENT means a swap removed it (Raced), anything else is fatal. */
-async function readOne(file: string): Promise<string> {
+/**
+ * Reads one file of at most `max` bytes, never more than its size at open + 1.
+ * ENOENT, or a file growing while read, means a swap or an edit raced us
+ * (Raced); anything else is fatal.
+ */
+async function readOne(file: string, max: number): Promise<string> {
+  let handle;
   try {
-    return await readFile(file, 'utf8');
+    handle = await open(file, 'r');
   } catch (err) {
     if (code(err) === 'ENOENT') throw new Raced(file);
     throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
   }
+  try {
+    const { size } = await handle.stat();
+    if (size > max) {
+      throw new ConfigReadError(`config file ${file} is ${size} bytes, over the limit of ${max} bytes (--max-config-file-size)`, {
+        path: file,
+        transient: false,
+      });
+    }
+    const buf = Buffer.alloc(size + 1);
+    let got = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buf, got, buf.length - got, got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+      if (got > size) throw new Raced(file);
+    }
+    return buf.toString('utf8', 0, got);
+  } catch (err) {
+    if (err instanceof ConfigReadError || err instanceof Raced) throw err;
+    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+  } finally {
+    await handle.close();
+  }
 }
 
-async function readGeneration(dir: string, target: string): Promise<ConfigFiles> {
+async function readGeneration(dir: string, target: string, max: number): Promise<ConfigFiles> {
   const genDir = path.resolve(dir, target);
   let names: string[];
   try {
@@ -98,12 +139,12 @@ async function readGeneration(dir: string, target: string): Promise<ConfigFiles>
       throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
     }
     if (!st.isFile()) continue;
-    files[name] = await readOne(file);
+    files[name] = await readOne(file, max);
   }
   return { files, generation: target };
 }
 
-async function readPlainDir(dir: string): Promise<ConfigFiles> {
+async function readPlainDir(dir: string, max: number): Promise<ConfigFiles> {
   let names: string[];
   try {
     names = await readdir(dir);
@@ -123,34 +164,35 @@ async function readPlainDir(dir: string): Promise<ConfigFiles> {
       throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
     }
     if (!st.isFile()) continue;
-    files[name] = await readOne(file);
+    files[name] = await readOne(file, max);
   }
   return { files, generation: undefined };
 }
 
-async function readAttempt(dir: string): Promise<ConfigFiles> {
+async function readAttempt(dir: string, max: number): Promise<ConfigFiles> {
   let target: string;
   try {
     target = await readlink(path.join(dir, DATA));
   } catch (err) {
     const c = code(err);
-    if (c === 'ENOENT' || c === 'ENOTDIR') return readPlainDir(dir);
-    if (c === 'EINVAL') return readGeneration(dir, DATA); // ..data is a real directory
+    if (c === 'ENOENT' || c === 'ENOTDIR') return readPlainDir(dir, max);
+    if (c === 'EINVAL') return readGeneration(dir, DATA, max); // ..data is a real directory
     throw new ConfigReadError(`cannot read ${path.join(dir, DATA)}: ${describeFsError(err)}`, {
       path: dir,
       transient: false,
       cause: err,
     });
   }
-  return readGeneration(dir, target);
+  return readGeneration(dir, target, max);
 }
 
 /** Reads every ConfigMap key of one generation of `dir`. Throws ConfigReadError. */
-export async function readConfigDir(dir: string): Promise<ConfigFiles> {
+export async function readConfigDir(dir: string, opts: ReadOptions = {}): Promise<ConfigFiles> {
+  const max = opts.maxFileBytes ?? DEFAULT_MAX_CONFIG_FILE_BYTES;
   let last: unknown;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     try {
-      return await readAttempt(dir);
+      return await readAttempt(dir, max);
     } catch (err) {
       if (!(err instanceof Raced)) throw err;
       last = err;
@@ -164,7 +206,7 @@ export async function readConfigDir(dir: string): Promise<ConfigFiles> {
 }
 
 /** Reads `dir` (one generation) and parses it. Read problems throw ConfigReadError; config problems are in result. */
-export async function loadConfig(dir: string): Promise<{ files: ConfigFiles; result: ParseResult }> {
-  const files = await readConfigDir(dir);
+export async function loadConfig(dir: string, opts: ReadOptions = {}): Promise<{ files: ConfigFiles; result: ParseResult }> {
+  const files = await readConfigDir(dir, opts);
   return { files, result: parseConfig(files.files) };
 }

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
 import type { V1NodeSelectorTerm, V1Toleration } from '@kubernetes/client-node';
 import { globSyntaxError } from '../util/glob.ts';
-import { parseDuration } from '../util/duration.ts';
+import { parseDuration, timerDurationProblem } from '../util/duration.ts';
 import {
   Issues,
   exactEntries,
@@ -23,6 +23,7 @@ import {
 import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
+import { unknownKeyMessage } from './suggest.ts';
 import { isDnsSubdomain, isQualifiedName } from './names.ts';
 import {
   DEFAULT_BLOCK_CLEANER_COMMAND,
@@ -46,6 +47,13 @@ export const TOP_LEVEL_KEYS = [
 ] as const;
 type TopKey = (typeof TOP_LEVEL_KEYS)[number];
 
+const TOP_LEVEL_LOWER: ReadonlySet<string> = new Set(TOP_LEVEL_KEYS.map((k) => k.toLowerCase()));
+
+/** True when a ConfigMap key names a top-level setting (case-insensitively, as the Go provisioner matches them). */
+export function isKnownTopLevelKey(name: string): boolean {
+  return TOP_LEVEL_LOWER.has(name.toLowerCase());
+}
+
 export const CLASS_KEYS = [
   'hostDir',
   'mountDir',
@@ -66,6 +74,31 @@ interface TopValue {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
+type Dirs = Record<'hostDir' | 'mountDir', string | undefined>;
+
+/** hostDir and mountDir: set, absolute, and not the root directory. */
+function readDirs(issues: Issues, name: string, path: string, fields: ReadonlyMap<string, MapEntry>, field: (k: string) => GoValue): Dirs {
+  const dirs: Dirs = { hostDir: undefined, mountDir: undefined };
+  for (const k of ['hostDir', 'mountDir'] as const) {
+    const dir = readString(issues, field(k), joinPath(path, k));
+    dirs[k] = dir;
+    if (fields.has(k) && field(k).kind !== 'null' && dir === undefined) continue; // wrong type, reported
+    if (dir === undefined || dir === '') {
+      issues.error(
+        joinPath(path, k),
+        field(k).line,
+        `Storage Class ${name} is misconfigured, missing HostDir or MountDir parameter (${k} is not set)`,
+      );
+    } else if (!dir.startsWith('/')) {
+      issues.error(joinPath(path, k), field(k).line, `${k} ${JSON.stringify(dir)} must be an absolute path`);
+    } else if (posix.normalize(dir) === '/') {
+      // Every child of the directory is a volume, and a released one is wiped.
+      issues.error(joinPath(path, k), field(k).line, `${k} ${JSON.stringify(dir)} is the root directory: every directory under / would become a volume and be wiped when released`);
+    }
+  }
+  return dirs;
+}
+
 function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig | undefined {
   const path = joinPath('storageClassMap', name);
   const errorsBefore = issues.errors.length;
@@ -81,21 +114,7 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   const field = (k: string): GoValue => fields.get(k)?.value ?? { kind: 'null', line: entry.keyLine };
   const str = (k: string): string | undefined => readString(issues, field(k), joinPath(path, k));
 
-  const dirs: Record<'hostDir' | 'mountDir', string | undefined> = { hostDir: str('hostDir'), mountDir: str('mountDir') };
-  for (const k of ['hostDir', 'mountDir'] as const) {
-    const dir = dirs[k];
-    if (fields.has(k) && field(k).kind !== 'null' && dir === undefined) continue; // wrong type, reported
-    if (dir === undefined || dir === '') {
-      issues.error(
-        joinPath(path, k),
-        field(k).line,
-        `Storage Class ${name} is misconfigured, missing HostDir or MountDir parameter (${k} is not set)`,
-      );
-    } else if (!dir.startsWith('/')) {
-      issues.error(joinPath(path, k), field(k).line, `${k} ${JSON.stringify(dir)} must be an absolute path`);
-    }
-  }
-
+  const dirs = readDirs(issues, name, path, fields, field);
   let blockCleanerCommand: string[] = [...DEFAULT_BLOCK_CLEANER_COMMAND];
   const cleaner = readStringList(issues, field('blockCleanerCommand'), joinPath(path, 'blockCleanerCommand'));
   if (cleaner !== undefined) {
@@ -209,8 +228,10 @@ function readMinResync(issues: Issues, v: GoValue): number | undefined {
     issues.error('minResyncPeriod', v.line, err instanceof Error ? err.message : String(err));
     return undefined;
   }
-  if (ms < 0) {
-    issues.error('minResyncPeriod', v.line, `minResyncPeriod ${JSON.stringify(v.value)} must not be negative`);
+  // 0 is Go's "no periodic resync"; anything meant for a timer must fit one.
+  const problem = timerDurationProblem(ms, { allowZero: true });
+  if (problem !== undefined) {
+    issues.error('minResyncPeriod', v.line, `minResyncPeriod ${JSON.stringify(v.value)} is ${problem}`);
     return undefined;
   }
   return ms;
@@ -224,7 +245,7 @@ function readFiles(issues: Issues, files: Readonly<Record<string, string>>): Map
     issues.file = file;
     const field = byLower.get(file.toLowerCase());
     if (field === undefined) {
-      issues.warn(file, undefined, `unknown key ${JSON.stringify(file)} ignored`);
+      issues.warn(file, undefined, unknownKeyMessage(file, TOP_LEVEL_KEYS));
       continue;
     }
     const prev = top.get(field);

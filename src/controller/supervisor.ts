@@ -33,7 +33,9 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { backoffDelay, type BackoffOptions } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import type { WatchResult } from '../watcher/config-watcher.ts';
-import { rawFilesHash } from '../watcher/hash.ts';
+import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
+import { nearestKey } from '../config/suggest.ts';
+import { rawFilesHash, warningsHash } from '../watcher/hash.ts';
 import { createHash } from 'node:crypto';
 
 /** One running local controller; stop() resolves when nothing of it is left running. */
@@ -146,8 +148,10 @@ export class Supervisor {
 
   /** Hash of the last bad content reported (not reported again). */
   #rejectedHash: string | undefined;
-  /** Hash of the last config whose parse warnings were logged. */
-  #warnedHash: string | undefined;
+  /** Config hash + warnings hash of the last valid result whose parse warnings were logged. */
+  #warnedKey: string | undefined;
+  /** Raw files hash of the last config dir reported as having no known key. */
+  #noKnownKeyHash: string | undefined;
   /** Hash of the last valid config ignored because hot reload is off. */
   #ignoredHash: string | undefined;
 
@@ -249,6 +253,7 @@ export class Supervisor {
     }
     const { config, hash } = result;
     this.#logWarnings(hash, result.warnings);
+    this.#checkKnownKeys(res);
     if (this.#running?.hash === hash || (this.#running === undefined && this.#target?.hash === hash)) {
       this.#unchanged();
       return;
@@ -379,13 +384,43 @@ export class Supervisor {
     this.#emit('Warning', 'ConfigInvalid', `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
   }
 
-  /** Parse warnings (unknown keys, ...) never block a config; logged once per config hash. */
+  /**
+   * Parse warnings (unknown keys, ...) never block a config. They are logged for
+   * every delivered result whose config or warnings differ from the last one
+   * logged: at start and on every reload, and when a misspelt key is added to a
+   * config that is otherwise unchanged.
+   */
   #logWarnings(hash: string, warnings: readonly ConfigError[] | undefined): void {
-    if (!warnings?.length || hash === this.#warnedHash) return;
-    this.#warnedHash = hash;
-    for (const w of warnings) {
+    const key = `${hash}:${warningsHash(warnings)}`;
+    if (key === this.#warnedKey) return;
+    this.#warnedKey = key;
+    for (const w of warnings ?? []) {
       this.#log.warn({ path: w.path, file: w.file, line: w.line, hash }, `configuration warning: ${formatConfigError(w)}`);
     }
+  }
+
+  /**
+   * A config dir in which no file names a known setting (empty, a misspelt
+   * storageClassMap, the wrong ConfigMap mounted) runs with nothing to discover:
+   * a Warning `ConfigNoKnownKey` Event, once per distinct content.
+   */
+  #checkKnownKeys(res: WatchResult): void {
+    const names = Object.keys(res.files.files);
+    if (names.some(isKnownTopLevelKey)) {
+      this.#noKnownKeyHash = undefined;
+      return;
+    }
+    const raw = rawFilesHash(res.files.files);
+    if (raw === this.#noKnownKeyHash) return;
+    this.#noKnownKeyHash = raw;
+    const described = names.map((n) => {
+      const near = nearestKey(n, TOP_LEVEL_KEYS);
+      return `${JSON.stringify(n)}${near === undefined ? '' : ` (did you mean ${JSON.stringify(near)}?)`}`;
+    });
+    const found = names.length === 0 ? 'the directory has no keys' : `unknown keys: ${described.join(', ')}`;
+    const msg = `No known key in the configuration (${found}); nothing will be discovered`;
+    this.#log.warn({ keys: names, generation: res.files.generation }, msg);
+    this.#emit('Warning', 'ConfigNoKnownKey', msg);
   }
 
   #unchanged(): void {

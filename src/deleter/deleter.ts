@@ -102,6 +102,7 @@ export interface DeleterOptions {
   readonly maxConcurrentCleans?: number | undefined;
   /** Called when an in-process clean finished (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
+  /** Mount table for the volume checks; the Filesystem cleaner reads it afresh before each clean. */
   readonly mountInfoPath?: string | undefined;
   /** Retry backoff after failed cleans/deletes; pass a process-scope one to keep it across reloads. */
   readonly retryBackoff?: KeyedBackoff | undefined;
@@ -328,7 +329,7 @@ export class Deleter {
     const mode = await this.#checkVolume(v, pass);
     if (!mode) return;
     if (this.#useJob()) await this.#startJob(v, mode);
-    else await this.#startProcess(v, mode, pass);
+    else this.#startProcess(v, mode);
   }
 
   /** Deletes the PV after its in-process clean succeeded; the entry is consumed only once the PV is gone. */
@@ -433,7 +434,7 @@ export class Deleter {
     }
   }
 
-  async #startProcess(v: Volume, mode: VolumeMode, pass: Pass): Promise<void> {
+  #startProcess(v: Volume, mode: VolumeMode): void {
     const pt = this.#o.procTable;
     const limit = this.#o.maxConcurrentCleans ?? DEFAULT_MAX_CONCURRENT_CLEANS;
     if (pt.stats().running >= limit) {
@@ -442,23 +443,22 @@ export class Deleter {
     }
     // The cleanup_command label is blockCleanerCommand[0] for both modes, as in the Go provisioner.
     const metricCommand = v.cls.blockCleanerCommand[0] ?? '';
-    let mounts: ReadonlySet<string> | undefined;
-    if (mode === 'Filesystem') mounts = await this.#mounts(pass);
     pt.markRunning(v.name, v.uid, { mode, command: metricCommand });
     if (mode === 'Block') {
       this.#o.recorder.event(pvRef(v.pv), 'Normal', REASON_DELETE, `Starting cleanup of Block PV ${JSON.stringify(v.name)}, this may take a while`);
     }
     this.#log.info({ pv: v.name, mode, path: v.containerPath }, `Start cleanup for pv ${v.name}`);
-    const run = this.#runClean(v, mode, mounts).finally(() => this.#inflight.delete(run));
+    const run = this.#runClean(v, mode).finally(() => this.#inflight.delete(run));
     this.#inflight.add(run);
   }
 
-  async #runClean(v: Volume, mode: VolumeMode, mounts: ReadonlySet<string> | undefined): Promise<void> {
+  async #runClean(v: Volume, mode: VolumeMode): Promise<void> {
     let r: CleanResult;
     try {
       if (mode === 'Filesystem') {
         const clean = this.#o.cleanFilesystem ?? cleanFilesystem;
-        r = await clean(v.containerPath, { mountPoints: mounts, signal: this.#o.signal });
+        // The cleaner re-reads the mount table itself right before cleaning (not this pass's cached copy).
+        r = await clean(v.containerPath, { mountInfoPath: this.#o.mountInfoPath, signal: this.#o.signal });
       } else {
         const clean = this.#o.cleanBlockDevice ?? cleanBlockDevice;
         r = await clean({

@@ -139,9 +139,10 @@ export class JobController implements CleanupTracker {
     const n = Math.max(1, this.#o.workers ?? 2);
     for (let i = 0; i < n; i++) {
       this.#workers.push(
-        runWorker(queue, (key) => this.#process(key), (job, e, retries) =>
-          this.#log.warn({ job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry'),
-        ),
+        runWorker(queue, (key) => this.#process(key), (job, e, retries) => {
+          const pv = job.slice(job.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
+          this.#log.warn({ pv, job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry');
+        }),
       );
     }
   }

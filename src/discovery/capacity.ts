@@ -57,3 +57,21 @@ export function formatQuantity(bytes: bigint): string {
   }
   return `${sign}${abs}${BINARY_SUFFIXES[idx]}`;
 }
+
+const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([numkMGTPE])|[eE]([+-]?\d+))?$/;
+const SUFFIX_POWER: Readonly<Record<string, number>> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+
+/**
+ * The value of a Quantity string ("12Mi", "10Gi", "1.5G", "12345", "1e3") as a
+ * number; undefined when it is not a Quantity. Used for metrics only, where a
+ * float is precise enough (exact up to 8 PiB).
+ */
+export function parseQuantity(s: string): number | undefined {
+  const m = QUANTITY.exec(s.trim());
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  if (m[2] !== undefined) return n * 1024 ** (BINARY_SUFFIXES.indexOf(m[2] as (typeof BINARY_SUFFIXES)[number]));
+  if (m[3] !== undefined) return n * 10 ** SUFFIX_POWER[m[3]]!;
+  if (m[4] !== undefined) return n * 10 ** Number(m[4]);
+  return n;
+}

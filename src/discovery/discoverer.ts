@@ -20,8 +20,9 @@
 //   failed create is retried with a per-PV backoff instead of on every pass.
 // - The mount table is /proc/self/mountinfo with escapes decoded, read at most
 //   once per pass and only when a new filesystem entry needs the check.
-// - The capacity gauge is set once per pass to the sum, over all classes, of the
-//   volumes whose PV this pass created (per detected mode), not "last class wins".
+// - The capacity gauge is not set here: it is read at scrape time from this
+//   node's PVs (src/metrics, registerCapacitySource), so it is right in steady
+//   state and after deletes, unlike the Go provisioner's per-pass value.
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Node, V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
@@ -97,7 +98,6 @@ interface Pass {
   readonly problems: Set<string>;
   /** PV names of the entries looked at in this pass. */
   readonly seen: Set<string>;
-  readonly capacity: Record<VolumeMode, bigint>;
   mountPoints?: Promise<Set<string>>;
 }
 
@@ -169,7 +169,6 @@ export class Discoverer {
       warnings: [],
       problems: new Set(),
       seen: new Set(),
-      capacity: { Filesystem: 0n, Block: 0n },
     };
     if ('error' in this.#setup) {
       this.#problem(pass, '', 'error', REASON_DISCOVERY_FAILED, this.#setup.error);
@@ -252,7 +251,7 @@ export class Discoverer {
     try {
       mode = await detectVolumeMode(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err));
+      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
       return;
     }
 
@@ -260,7 +259,7 @@ export class Discoverer {
     if (cached) {
       if (cached.spec?.volumeMode === 'Block' && mode === 'Filesystem') {
         const msg = `incorrect Volume Mode: PV ${JSON.stringify(e.pvName)} requires block mode but path ${JSON.stringify(e.filePath)} was in fs mode`;
-        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached));
+        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached), e.pvName);
       }
       return;
     }
@@ -268,7 +267,7 @@ export class Discoverer {
     const users = this.#o.pvCache.lookupByPath(e.hostPath);
     if (users.length > 0) {
       const msg = `Volume path already in use: PV ${JSON.stringify(e.pvName)} wants path ${JSON.stringify(e.hostPath)} which was already found in ${users.map((p) => JSON.stringify(p.metadata?.name ?? '')).join(', ')}.`;
-      this.#problem(pass, key, 'log', '', msg);
+      this.#problem(pass, key, 'log', '', msg, undefined, e.pvName);
       return;
     }
 
@@ -303,7 +302,7 @@ export class Discoverer {
       }
       if (e.cls.volumeMode === 'Block') {
         const msg = `path ${JSON.stringify(e.filePath)} of filesystem mode cannot be used to create block volume`;
-        this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg);
+        this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }
       const mountInfoPath = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
@@ -319,12 +318,12 @@ export class Discoverer {
       }
       if (!mountPoints.has(e.filePath)) {
         const msg = `path ${JSON.stringify(e.filePath)} is not a valid mount point: mountPath=${JSON.stringify(e.filePath)} wasn't found in the ${mountInfoPath} file`;
-        this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg);
+        this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }
       return await filesystemCapacity(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err));
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
       return undefined;
     }
   }
@@ -369,7 +368,7 @@ export class Discoverer {
       }
       const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errText(err)}`;
       this.#createErrors.set(e.pvName, msg);
-      this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg);
+      this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg, undefined, e.pvName);
       return;
     }
     this.#createBackoff.forget(e.pvName);
@@ -377,7 +376,6 @@ export class Discoverer {
     this.#o.pvCache.noteCreated(created);
     this.#log.info({ pv: e.pvName }, `Created PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}`);
     pass.created.push(e.pvName);
-    pass.capacity[mode] += roundDownCapacityPretty(capacity);
     this.#o.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
     this.#o.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
   }
@@ -385,18 +383,19 @@ export class Discoverer {
   /**
    * Records a problem: into the pass's errors or warnings (or only the log),
    * and as a Warning Event (on `ref`, default the Node) only when this key's
-   * message is new or changed.
+   * message is new or changed. `pv` (the PV an entry has or would get) names it in the log line.
    */
-  #problem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', reason: string, msg: string, ref?: ObjectRef): void {
+  #problem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', reason: string, msg: string, ref?: ObjectRef, pv?: string): void {
     this.#noteProblem(pass, key, level, msg);
     if (this.#reported.get(key) === msg) return;
     this.#reported.set(key, msg);
+    const fields = pv === undefined ? {} : { pv };
     if (level === 'log') {
-      this.#log.error(msg);
+      this.#log.error(fields, msg);
       return;
     }
-    if (level === 'error') this.#log.error(msg);
-    else this.#log.warn(msg);
+    if (level === 'error') this.#log.error(fields, msg);
+    else this.#log.warn(fields, msg);
     this.#o.recorder.event(ref ?? this.#nodeRef, 'Warning', reason, msg);
   }
 
@@ -411,8 +410,6 @@ export class Discoverer {
   }
 
   #finish(pass: Pass, completed: boolean): void {
-    this.#o.metrics.capacityBytes.set({ mode: 'Block' }, Number(pass.capacity.Block));
-    this.#o.metrics.capacityBytes.set({ mode: 'Filesystem' }, Number(pass.capacity.Filesystem));
     // Forget problems that went away, so they are reported again if they come back.
     // After an aborted pass we cannot tell, so keep them.
     if (!completed) return;

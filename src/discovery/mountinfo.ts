@@ -5,6 +5,14 @@
 // \012 \134. Unlike the Go provisioner (which compares the escaped text and so
 // never matches a path containing a space), we decode the escapes, so such a
 // path matches the directory entry it names.
+//
+// Two views of the same file:
+// - readMountPoints/parseMountInfo: the set of mount points, decoded as UTF-8
+//   (discovery, the deleter's per-pass check);
+// - readMountTable/parseMountEntries: every entry with its mount ID, parent ID
+//   and MAJ:MIN, the mount point kept byte-exact (one char per byte, "latin1")
+//   so a path that is not UTF-8 still compares correctly (the cleaner's
+//   fresh check right before a clean).
 import { readFile } from 'node:fs/promises';
 
 export const DEFAULT_MOUNTINFO_PATH = '/proc/self/mountinfo';
@@ -15,29 +23,96 @@ export interface ParsedMountInfo {
   readonly malformed: number;
 }
 
+/** One mountinfo line. */
+export interface MountEntry {
+  readonly id: number;
+  readonly parentId: number;
+  /** MAJ:MIN of the mounted filesystem (st_dev of its files). */
+  readonly major: number;
+  readonly minor: number;
+  /** The mount point, escapes decoded, one char per byte (see toBytePath). */
+  readonly mountPointBytes: string;
+}
+
+export interface ParsedMountTable {
+  readonly entries: MountEntry[];
+  readonly malformed: number;
+}
+
 /** Decodes the kernel's octal escapes (\ooo); a backslash not followed by three octal digits is kept as is. */
 export function unescapeMountPath(s: string): string {
   if (!s.includes('\\')) return s;
   return s.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
 }
 
-/** Parses mountinfo text; malformed lines are counted and skipped, never fatal. */
-export function parseMountInfo(text: string): ParsedMountInfo {
-  const mountPoints = new Set<string>();
+/** A path as the bytes the kernel sees (UTF-8), one char per byte: comparable with MountEntry.mountPointBytes. */
+export const toBytePath = (path: string): string => Buffer.from(path, 'utf8').toString('latin1');
+
+/** st_dev as Node reports it (glibc makedev) for a MAJ:MIN pair. */
+export function makeDev(major: number, minor: number): number {
+  const ma = BigInt(major);
+  const mi = BigInt(minor);
+  return Number(((ma & 0xfffff000n) << 32n) | ((ma & 0xfffn) << 8n) | ((mi & 0xffffff00n) << 12n) | (mi & 0xffn));
+}
+
+/** MAJ:MIN of an st_dev as Node reports it (for messages). */
+export function formatDev(dev: number): string {
+  const d = BigInt(dev);
+  const major = ((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn);
+  const minor = (d & 0xffn) | ((d >> 12n) & ~0xffn);
+  return `${major}:${minor}`;
+}
+
+/** The fields of a well-formed line (mount point still escaped), or undefined. */
+function splitLine(line: string): string[] | undefined {
+  const fields = line.split(' ');
+  // At least the 6 fixed fields, then the "-" separator, then fstype and source.
+  const sep = fields.indexOf('-', 6);
+  const mountPoint = fields[4];
+  if (fields.length < 9 || sep < 0 || fields.length < sep + 3 || mountPoint === undefined || !mountPoint.startsWith('/')) return undefined;
+  return fields;
+}
+
+function eachLine(text: string, fn: (fields: string[]) => boolean): number {
   let malformed = 0;
   for (const line of text.split('\n')) {
     if (line.trim() === '') continue;
-    const fields = line.split(' ');
-    // At least the 6 fixed fields, then the "-" separator, then fstype and source.
-    const sep = fields.indexOf('-', 6);
-    const mountPoint = fields[4];
-    if (fields.length < 9 || sep < 0 || fields.length < sep + 3 || mountPoint === undefined || !mountPoint.startsWith('/')) {
-      malformed++;
-      continue;
-    }
-    mountPoints.add(unescapeMountPath(mountPoint));
+    const fields = splitLine(line);
+    if (!fields || !fn(fields)) malformed++;
   }
+  return malformed;
+}
+
+/** Parses mountinfo text; malformed lines are counted and skipped, never fatal. */
+export function parseMountInfo(text: string): ParsedMountInfo {
+  const mountPoints = new Set<string>();
+  const malformed = eachLine(text, (f) => {
+    mountPoints.add(unescapeMountPath(f[4] as string));
+    return true;
+  });
   return { mountPoints, malformed };
+}
+
+const UINT = /^\d+$/;
+const DEVNO = /^(\d+):(\d+)$/;
+
+/** Parses mountinfo decoded as latin1 (one char per byte); lines without numeric IDs or MAJ:MIN are malformed. */
+export function parseMountEntries(text: string): ParsedMountTable {
+  const entries: MountEntry[] = [];
+  const malformed = eachLine(text, (f) => {
+    const [id, parent, devno, , mountPoint] = f;
+    const dev = DEVNO.exec(devno ?? '');
+    if (!UINT.test(id ?? '') || !UINT.test(parent ?? '') || !dev) return false;
+    entries.push({
+      id: Number(id),
+      parentId: Number(parent),
+      major: Number(dev[1]),
+      minor: Number(dev[2]),
+      mountPointBytes: unescapeMountPath(mountPoint as string),
+    });
+    return true;
+  });
+  return { entries, malformed };
 }
 
 export interface ReadMountPointsOptions {
@@ -50,17 +125,26 @@ export interface ReadMountPointsOptions {
  * consecutive reads agree (at most 3 reads), so a mount changing during the
  * read cannot produce a torn table; the last read is used if they never agree.
  */
+async function readStable(path: string): Promise<Buffer> {
+  let data = await readFile(path);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const again = await readFile(path);
+    if (again.equals(data)) break;
+    data = again;
+  }
+  return data;
+}
+
 export async function readMountPoints(
   path: string = DEFAULT_MOUNTINFO_PATH,
   opts: ReadMountPointsOptions = {},
 ): Promise<Set<string>> {
-  let text = await readFile(path, 'utf8');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const again = await readFile(path, 'utf8');
-    if (again === text) break;
-    text = again;
-  }
-  const parsed = parseMountInfo(text);
+  const parsed = parseMountInfo((await readStable(path)).toString('utf8'));
   if (parsed.malformed > 0) opts.onMalformed?.(parsed.malformed);
   return parsed.mountPoints;
+}
+
+/** A fresh read of the whole mount table (no cache), byte-exact mount points. */
+export async function readMountTable(path: string = DEFAULT_MOUNTINFO_PATH): Promise<ParsedMountTable> {
+  return parseMountEntries((await readStable(path)).toString('latin1'));
 }

@@ -2,9 +2,33 @@
 // Names and labels of the Go provisioner's metrics are kept 1:1 (subsystem
 // "local_volume_provisioner", no namespace) so existing dashboards keep working.
 // Metrics are never re-registered across controller restarts (hot reload).
+import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { parseQuantity } from '../discovery/capacity.ts';
+import { VERSION } from '../version.ts';
 
 export const METRIC_PREFIX = 'local_volume_provisioner_';
+
+/** Go client's prometheus.DefBuckets, the buckets of every Go provisioner histogram. */
+export const GO_DEFAULT_BUCKETS: readonly number[] = Object.freeze([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);
+const buckets = (): number[] => [...GO_DEFAULT_BUCKETS];
+
+export type VolumeModeLabel = 'Block' | 'Filesystem';
+
+/**
+ * Total spec.capacity.storage of the given PVs by spec.volumeMode (unset means
+ * Filesystem). PVs being deleted and unparseable capacities are left out.
+ */
+export function capacityByMode(pvs: Iterable<V1PersistentVolume>): Record<VolumeModeLabel, number> {
+  const total: Record<VolumeModeLabel, number> = { Block: 0, Filesystem: 0 };
+  for (const pv of pvs) {
+    if (pv.metadata?.deletionTimestamp !== undefined) continue;
+    const bytes = parseQuantity(String(pv.spec?.capacity?.['storage'] ?? ''));
+    if (bytes === undefined) continue;
+    total[pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem'] += bytes;
+  }
+  return total;
+}
 
 export interface ProcTableStats {
   running: number;
@@ -40,11 +64,25 @@ export class Metrics implements KubeMetrics {
   readonly registry = new Registry();
 
   // --- Go provisioner metrics (pkg/metrics/metrics.go) ---
-  readonly capacityBytes = new Gauge({
+  #capacitySource: (() => Iterable<V1PersistentVolume>) | undefined;
+
+  /**
+   * Read at scrape time from this node's PVs (registerCapacitySource). The Go
+   * provisioner set it to what the last pass had just created (0 in steady state);
+   * here it is the capacity this node offers through its existing PVs.
+   */
+  readonly capacityBytes: Gauge<'mode'> = new Gauge({
     name: `${METRIC_PREFIX}persistentvolume_capacity_bytes`,
-    help: 'Capacity in bytes of the volumes discovered in the last discovery pass, per volume mode.',
+    help: "Capacity in bytes of this node's local persistent volumes (existing PVs, not being deleted), per volume mode.",
     labelNames: ['mode'] as const,
     registers: [this.registry],
+    collect: () => {
+      const source = this.#capacitySource;
+      if (source === undefined) return;
+      const total = capacityByMode(source());
+      this.capacityBytes.set({ mode: 'Block' }, total.Block);
+      this.capacityBytes.set({ mode: 'Filesystem' }, total.Filesystem);
+    },
   });
   readonly discoveryTotal = new Counter({
     name: `${METRIC_PREFIX}persistentvolume_discovery_total`,
@@ -56,6 +94,7 @@ export class Metrics implements KubeMetrics {
     name: `${METRIC_PREFIX}persistentvolume_discovery_duration_seconds`,
     help: 'Latency in seconds from finding a volume to its persistent volume being created.',
     labelNames: ['mode'] as const,
+    buckets: buckets(),
     registers: [this.registry],
   });
   readonly deleteTotal = new Counter({
@@ -74,6 +113,7 @@ export class Metrics implements KubeMetrics {
     name: `${METRIC_PREFIX}persistentvolume_delete_duration_seconds`,
     help: 'Latency in seconds from the start of a cleanup to the persistent volume being deleted.',
     labelNames: ['mode', 'type', 'capacity', 'cleanup_command'] as const,
+    buckets: buckets(),
     registers: [this.registry],
   });
   readonly apiserverRequests = new Counter({
@@ -92,10 +132,17 @@ export class Metrics implements KubeMetrics {
     name: `${METRIC_PREFIX}apiserver_requests_duration_seconds`,
     help: 'Latency in seconds of persistent volume create and delete requests.',
     labelNames: ['method'] as const,
+    buckets: buckets(),
     registers: [this.registry],
   });
 
   // --- Our additions ---
+  readonly buildInfo = new Gauge({
+    name: `${METRIC_PREFIX}build_info`,
+    help: 'Always 1; the labels are the provisioner version (package.json) and the Node.js version running it.',
+    labelNames: ['version', 'node_version'] as const,
+    registers: [this.registry],
+  });
   readonly #kube = createKubeMetrics(METRIC_PREFIX, this.registry);
   readonly kubeRequests = this.#kube.kubeRequests;
   readonly watchRestarts = this.#kube.watchRestarts;
@@ -153,6 +200,7 @@ export class Metrics implements KubeMetrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.buildInfo.set({ version: VERSION, node_version: process.version }, 1);
     this.configReloadTotal.inc({ result: 'applied' }, 0);
     this.configReloadTotal.inc({ result: 'invalid' }, 0);
     this.configReloadTotal.inc({ result: 'unchanged' }, 0);
@@ -173,6 +221,11 @@ export class Metrics implements KubeMetrics {
     mk('running', 'Number of cleanup processes running now.', (s) => s.running);
     mk('succeeded', 'Number of cleanup processes that succeeded (cumulative).', (s) => s.succeeded);
     mk('failed', 'Number of cleanup processes that failed (cumulative).', (s) => s.failed);
+  }
+
+  /** Makes persistentvolume_capacity_bytes read these PVs (this node's) at every scrape. */
+  registerCapacitySource(pvs: () => Iterable<V1PersistentVolume>): void {
+    this.#capacitySource = pvs;
   }
 
   /** Records one PV create/delete request the way the Go provisioner's APIUtil does. */

@@ -10,6 +10,31 @@ const UNITS: Record<string, number> = {
   h: 3_600_000,
 };
 
+/** Go's longest Duration, 2^63 - 1 ns, in ms: ParseDuration rejects anything longer. */
+const GO_MAX_DURATION_MS = Number(2n ** 63n - 1n) / 1e6;
+
+/**
+ * Longest delay Node.js timers take: 2^31 - 1 ms (596h31m23.647s, about 24.8
+ * days). A longer one prints a TimeoutOverflowWarning and fires after 1 ms,
+ * so a period that long spins the CPU and a timeout that long fires at once.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Why `ms` cannot be the delay of a timer (period, timeout), or undefined when
+ * it can: it must be finite, at least 1 ms (or exactly 0 when `allowZero`)
+ * and at most MAX_TIMER_MS.
+ */
+export function timerDurationProblem(ms: number, opts: { allowZero?: boolean } = {}): string | undefined {
+  const range = `${opts.allowZero === true ? '0 or ' : ''}from 1ms to ${formatDuration(MAX_TIMER_MS)}`;
+  if (Number.isNaN(ms)) return `not a duration; want ${range}`;
+  if (ms < 0) return `negative; want ${range}`;
+  if (ms === 0 && opts.allowZero === true) return undefined;
+  if (ms < 1) return `${ms === 0 ? 'zero' : 'shorter than 1ms'}; want ${range}`;
+  if (ms > MAX_TIMER_MS) return `longer than ${formatDuration(MAX_TIMER_MS)}, the longest timer Node.js supports; want ${range}`;
+  return undefined;
+}
+
 /** Parses a Go duration string into milliseconds; throws an Error naming the input when invalid. */
 export function parseDuration(input: string): number {
   let s = input;
@@ -30,6 +55,8 @@ export function parseDuration(input: string): number {
     total += Number(m[1]) * (UNITS[m[2] as string] ?? 0);
     s = s.slice(m[0].length);
   }
+  // Go's int64 nanoseconds: its ParseDuration fails the same way. Also catches Infinity from absurd digit strings.
+  if (!(total <= GO_MAX_DURATION_MS)) throw new Error(`invalid duration ${JSON.stringify(input)}: out of range`);
   return sign * total;
 }
 

@@ -12,7 +12,8 @@
 //   transient read error (the swap race) is retried a few times and never
 //   reported as invalid; if it persists, the next poll tries again.
 // - Results are compared by hash: the parse hash for a valid config (canonical,
-//   so a byte-different but equivalent rewrite is no change), sha256 of the raw
+//   so a byte-different but equivalent rewrite is no change) and of its warnings
+//   (a new unknown key is a change worth reporting), sha256 of the raw
 //   files for an invalid one, and of the message for an unreadable directory.
 //   onResult is called only when that hash differs from the last one delivered,
 //   so kubelet's periodic touches and identical rewrites deliver nothing, and a
@@ -25,7 +26,7 @@ import { readConfigDir, type ConfigFiles } from '../config/load.ts';
 import { parseConfig } from '../config/parse.ts';
 import type { ParseResult } from '../config/types.ts';
 import type { Logger } from '../util/log.ts';
-import { rawFilesHash } from './hash.ts';
+import { rawFilesHash, warningsHash } from './hash.ts';
 
 /** One delivered check: the files of one generation and what they parse to. */
 export interface WatchResult {
@@ -250,7 +251,9 @@ export class ConfigWatcher {
       if (last && last.raw === raw) return { key: last.key, res: { files, result: last.result } };
       // A fresh parse (src/config returns a new, frozen object each time).
       const result = this.#parse(files.files);
-      const key = result.ok ? `ok:${result.hash}` : `invalid:${raw}`;
+      // A valid config's key includes its warnings: adding a misspelt key (which changes
+      // nothing in the config) is still delivered, so it is reported.
+      const key = result.ok ? `ok:${result.hash}:${warningsHash(result.warnings)}` : `invalid:${raw}`;
       this.#lastRaw = { raw, key, result };
       return { key, res: { files, result } };
     }

@@ -1,5 +1,6 @@
 // Content hashes used to tell a real config change from a kubelet touch.
 import { createHash } from 'node:crypto';
+import type { ConfigError } from '../config/types.ts';
 
 /**
  * sha256 over the raw ConfigMap files, independent of key order and of which
@@ -15,4 +16,15 @@ export function rawFilesHash(files: Readonly<Record<string, string>>): string {
     h.update('\n');
   }
   return h.digest('hex');
+}
+
+/**
+ * sha256 over the paths and messages of parse warnings ("" when there are none).
+ * Lines are left out: moving a misspelt key around is not a new warning.
+ */
+export function warningsHash(warnings: readonly ConfigError[] | undefined): string {
+  if (!warnings?.length) return '';
+  return createHash('sha256')
+    .update(JSON.stringify(warnings.map((w) => [w.path, w.message])))
+    .digest('hex');
 }

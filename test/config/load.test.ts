@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile, chmod, rename } from 'node:fs/p
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigReadError, loadConfig, readConfigDir } from '../../src/config/load.ts';
+import { ConfigReadError, DEFAULT_MAX_CONFIG_FILE_BYTES, loadConfig, readConfigDir } from '../../src/config/load.ts';
 
 let dir: string;
 
@@ -131,4 +131,47 @@ describe('loadConfig', () => {
     expect(result.ok).toBe(false);
     expect(!result.ok && result.errors[0]!.path).toBe('minResyncPeriod');
   });
+});
+
+describe('readConfigDir: size limit', () => {
+  /** A valid storageClassMap of `n` classes with every class key set (about 200 bytes each). */
+  function bigClassMap(n: number): string {
+    let text = '';
+    for (let i = 0; i < n; i++) {
+      const name = `class-${String(i).padStart(5, '0')}`;
+      text += `${name}:\n  hostDir: /mnt/disks/${name}\n  mountDir: /mnt/disks/${name}\n  volumeMode: Filesystem\n  fsType: ext4\n  namePattern: "nvme*,sd?"\n  accessMode: ReadWriteOnce\n`;
+    }
+    return text;
+  }
+
+  it('rejects a file over the default limit of 256 KiB, naming it and both sizes, without reading it', async () => {
+    const size = DEFAULT_MAX_CONFIG_FILE_BYTES + 1;
+    await publish({ storageClassMap: 'x'.repeat(size) }, '..g1');
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(false);
+    const file = path.join(dir, '..g1', 'storageClassMap');
+    expect((err as ConfigReadError).message).toBe(
+      `config file ${file} is ${size} bytes, over the limit of 262144 bytes (--max-config-file-size)`,
+    );
+  });
+
+  it('applies a configured limit, to plain directories too, and accepts a file of exactly the limit', async () => {
+    await writeFile(path.join(dir, 'storageClassMap'), CLASS);
+    const limit = Buffer.byteLength(CLASS);
+    expect((await readConfigDir(dir, { maxFileBytes: limit })).files).toEqual({ storageClassMap: CLASS });
+    const err = await readConfigDir(dir, { maxFileBytes: limit - 1 }).catch((e: unknown) => e);
+    expect((err as ConfigReadError).message).toContain(`is ${limit} bytes, over the limit of ${limit - 1} bytes`);
+  });
+
+  it('accepts a big legitimate config just under the limit', async () => {
+    const text = bigClassMap(1200);
+    expect(Buffer.byteLength(text)).toBeGreaterThan(200 * 1024);
+    expect(Buffer.byteLength(text)).toBeLessThan(DEFAULT_MAX_CONFIG_FILE_BYTES);
+    await publish({ storageClassMap: text }, '..g1');
+    const { result } = await loadConfig(dir);
+    if (!result.ok) throw new Error(JSON.stringify(result.errors.slice(0, 3)));
+    expect(Object.keys(result.config.storageClassMap)).toHaveLength(1200);
+    expect(result.config.storageClassMap['class-01199']).toMatchObject({ hostDir: '/mnt/disks/class-01199', fsType: 'ext4' });
+  }, 60_000);
 });

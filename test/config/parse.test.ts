@@ -776,3 +776,65 @@ describe('parseConfig: never throws', () => {
     }
   });
 });
+
+describe('parseConfig: hostile values', () => {
+  it.each(['/', '//', '/./', '/mnt/..', '/../..', '///.//'])('rejects hostDir and mountDir %j, the root directory', (root) => {
+    for (const k of ['hostDir', 'mountDir']) {
+      const other = k === 'hostDir' ? 'mountDir' : 'hostDir';
+      const errs = errors({ storageClassMap: `local:\n  ${other}: /mnt/disks\n  ${k}: "${root}"\n` });
+      expect(errs).toEqual([
+        {
+          path: `storageClassMap.local.${k}`,
+          file: 'storageClassMap',
+          line: 3,
+          message: `${k} ${JSON.stringify(root)} is the root directory: every directory under / would become a volume and be wiped when released`,
+        },
+      ]);
+    }
+  });
+
+  it('still accepts directories right under the root', () => {
+    expect(ok({ storageClassMap: 'local:\n  hostDir: /disks/\n  mountDir: /mnt\n' }).storageClassMap['local']).toMatchObject({ hostDir: '/disks/', mountDir: '/mnt' });
+  });
+
+  it('rejects a NUL byte in every string that becomes a path, an argv item, a label or a name', () => {
+    const nul = 'contains a NUL byte (\\0), which no path, command or name may contain';
+    const errs = errors({
+      storageClassMap: 'local:\n  hostDir: "/mnt/disks\\0/x"\n  mountDir: /mnt/disks\n  blockCleanerCommand: ["/bin/sh", "-c\\x00rm"]\n  fsType: "ext4\\0"\n',
+      labelsForPV: '"a\\0": b\nc: "d\\0"\n',
+      nodeLabelsForPV: '- "zone\\0"\n',
+    });
+    expect(errs.map((e) => [e.path, e.line, e.message])).toEqual([
+      ['storageClassMap.local.hostDir', 2, `the value ${nul}`],
+      ['storageClassMap.local.blockCleanerCommand[1]', 4, `the value ${nul}`],
+      ['storageClassMap.local.fsType', 5, `the value ${nul}`],
+      ['nodeLabelsForPV[0]', 1, `the value ${nul}`],
+      ['labelsForPV.a\0', 1, `the key ${nul}`],
+      ['labelsForPV.c', 2, `the value ${nul}`],
+    ]);
+  });
+
+  it('rejects a raw NUL byte in a file as go-yaml does, naming file and line', () => {
+    const errs = errors({ storageClassMap: 'local:\n  hostDir: /mnt/a\0b\n  mountDir: /mnt/disks\n' });
+    expect(errs).toEqual([
+      {
+        path: 'storageClassMap',
+        file: 'storageClassMap',
+        line: 2,
+        message: 'character U+0000 is not allowed in YAML (control characters are not allowed)',
+      },
+    ]);
+  });
+
+  it('rejects minResyncPeriod longer than a timer can wait, or out of Go range, with its key path', () => {
+    for (const [text, message] of [
+      ['1000000h', 'minResyncPeriod "1000000h" is longer than 596h31m23.647s, the longest timer Node.js supports; want 0 or from 1ms to 596h31m23.647s'],
+      ['596h31m23.648s', 'minResyncPeriod "596h31m23.648s" is longer than 596h31m23.647s, the longest timer Node.js supports; want 0 or from 1ms to 596h31m23.647s'],
+      ['1ns', 'minResyncPeriod "1ns" is shorter than 1ms; want 0 or from 1ms to 596h31m23.647s'],
+      ['9999999999h', 'invalid duration "9999999999h": out of range'],
+    ] as const) {
+      expect(errors({ storageClassMap: CLASS, minResyncPeriod: text })).toEqual([{ path: 'minResyncPeriod', file: 'minResyncPeriod', line: 1, message }]);
+    }
+    expect(ok({ storageClassMap: CLASS, minResyncPeriod: '596h31m23.647s' }).minResyncPeriodMs).toBe(2 ** 31 - 1);
+  });
+});

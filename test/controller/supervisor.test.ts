@@ -182,6 +182,46 @@ describe('Supervisor: reload', () => {
   });
 
 
+  it('warns about a misspelt key on every reload, also when it is added to an unchanged config', async () => {
+    const { sup, h, logs } = setup();
+    const warnings = (): string[] => logs.filter((l) => String(l['msg']).startsWith('configuration warning:')).map((l) => String(l['msg']));
+    const typo = 'configuration warning: useNodeNameOnIy: unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"? (file useNodeNameOnIy)';
+    await sup.handle(result(A));
+    expect(warnings()).toEqual([]);
+    // Same config (the unknown key changes nothing in it), but a new warning.
+    await sup.handle(result({ ...A, useNodeNameOnIy: 'true' }));
+    expect(warnings()).toEqual([typo]);
+    expect(h.starts).toHaveLength(1);
+    // A reload keeping the typo warns again; so does going back.
+    await sup.handle(result({ ...C, useNodeNameOnIy: 'true' }));
+    await sup.handle(result({ ...A, useNodeNameOnIy: 'true' }));
+    expect(warnings()).toEqual([typo, typo, typo]);
+    await sup.handle(result({ storageClasMap: A.storageClassMap }));
+    expect(warnings()).toContain('configuration warning: storageClasMap: unknown key "storageClasMap" ignored; did you mean "storageClassMap"? (file storageClasMap)');
+  });
+
+  it('a config dir with no known key is a Warning Event on each ref, once per content', async () => {
+    const { sup, rec, logs } = setup();
+    await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
+    expect(sup.ready).toBe(true); // valid: nothing to discover
+    expect(rec.events.map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
+      ['Pod', 'Warning', 'ConfigNoKnownKey'],
+      ['Node', 'Warning', 'ConfigNoKnownKey'],
+    ]);
+    expect(rec.events[0]!.message).toBe(
+      'No known key in the configuration (unknown keys: "storageClasMap" (did you mean "storageClassMap"?), "useNodeNameOnIy" (did you mean "useNodeNameOnly"?)); nothing will be discovered',
+    );
+    expect(logs.some((l) => l['level'] === 40 && String(l['msg']).startsWith('No known key in the configuration'))).toBe(true);
+    await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
+    expect(rec.events).toHaveLength(2);
+    await sup.handle(result({}));
+    expect(rec.events.at(-1)?.message).toBe('No known key in the configuration (the directory has no keys); nothing will be discovered');
+    await sup.handle(result(A));
+    const n = rec.events.filter((e) => e.reason === 'ConfigNoKnownKey').length;
+    await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
+    expect(rec.events.filter((e) => e.reason === 'ConfigNoKnownKey').length).toBe(n + 2);
+  });
+
   it('stops the old generation completely before starting the new one, then reports', async () => {
     const { sup, h, rec, metrics, logs } = setup();
     h.stopDelayMs = 30;
@@ -439,6 +479,22 @@ describe('ConfigWatcher + Supervisor with the kubelet writer', () => {
   afterEach(async () => {
     await watcher?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a misspelt key added to the running config is warned (with the nearest key), and no restart', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
+    const writer = new AtomicWriter(dir);
+    await writer.write(A);
+    const { sup, h, logs } = setup();
+    watcher = new ConfigWatcher({ dir, pollIntervalMs: 60_000, watch: false, logger: silentLogger, onResult: (r) => sup.handle(r) });
+    await watcher.start();
+    await writer.write({ ...A, useNodeNameOnIy: 'true' });
+    await watcher.checkNow();
+    await writer.write({ ...C, useNodeNameOnIy: 'true' }); // a reload that keeps the typo
+    await watcher.checkNow();
+    const warned = logs.filter((l) => String(l['msg']).includes('did you mean "useNodeNameOnly"?'));
+    expect(warned).toHaveLength(2);
+    expect(h.starts).toHaveLength(2); // A, then C: the typo alone restarted nothing
   });
 
   it('bad config at start-up, a fix, a burst of 20 swaps (at most 2 restarts), touches (none)', async () => {

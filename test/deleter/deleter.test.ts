@@ -13,6 +13,7 @@ import type { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { generatePVName } from '../../src/discovery/naming.ts';
 import { FakeRecorder, liveStore, makePV as makeNamedPV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
+import { writeMountInfo } from '../support/mountinfo.ts';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -65,6 +66,7 @@ function makeDeleter(over: Partial<DeleterOptions> = {}): Deleter {
     metrics,
     now: () => now,
     readMountPoints: () => Promise.resolve(mounts),
+    mountInfoPath: join(tmp, 'mountinfo'),
     ...over,
   });
 }
@@ -74,13 +76,19 @@ async function pass(d: Deleter): Promise<void> {
   await d.idle();
 }
 
-/** A filesystem volume at <mountDir>/<name> with some content, listed as a mount point. */
+/**
+ * A filesystem volume at <mountDir>/<name> with some content, listed as a mount point (in `mounts` for the
+ * deleter's check, and in the mount table file the cleaner reads afresh).
+ */
 function fsVolume(name: string, mounted = true): string {
   const dir = join(mountDir, name);
   mkdirSync(join(dir, 'sub'), { recursive: true });
   writeFileSync(join(dir, 'sub', 'data'), 'old tenant data');
   writeFileSync(join(dir, '.dot'), 'x');
-  if (mounted) mounts.add(dir);
+  if (mounted) {
+    mounts.add(dir);
+    writeMountInfo(join(tmp, 'mountinfo'), [...mounts]);
+  }
   return dir;
 }
 

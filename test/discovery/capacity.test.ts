@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatQuantity, GiB, KiB, MiB, roundDownCapacityPretty, TiB } from '../../src/discovery/capacity.ts';
+import { formatQuantity, GiB, KiB, MiB, parseQuantity, roundDownCapacityPretty, TiB } from '../../src/discovery/capacity.ts';
 
 describe('roundDownCapacityPretty', () => {
   // The Go provisioner's TestRoundDownCapacityPretty vectors (reconstructed from the behaviour spec).
@@ -66,5 +66,22 @@ describe('formatQuantity (BinarySI canonical form)', () => {
   it('formats rounded real-world sizes', () => {
     expect(formatQuantity(roundDownCapacityPretty(20n * MiB - 4096n))).toBe('19Mi');
     expect(formatQuantity(roundDownCapacityPretty(499_000_000_000n))).toBe('464Gi');
+  });
+});
+
+describe('parseQuantity', () => {
+  it('reads the Quantity forms a PV capacity can take', () => {
+    expect(['12Mi', '10Gi', '1Ti', '12345', '1k', '1.5G', '1e3', '500m', '0'].map(parseQuantity)).toEqual([
+      12 * 2 ** 20,
+      10 * 2 ** 30,
+      2 ** 40,
+      12345,
+      1000,
+      1.5e9,
+      1000,
+      0.5,
+      0,
+    ]);
+    expect(['', 'Gi', '12 Mi', '1.2.3', 'abc', '12Xi'].map(parseQuantity)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined]);
   });
 });

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
@@ -182,13 +183,11 @@ describe('Discoverer', () => {
     expect(tracker.calls).toContain(`removeStatus ${names[0]!} false`);
     expect(tracker.calls.indexOf(`inProgress ${names[0]!} false`)).toBeLessThan(tracker.calls.indexOf(`removeStatus ${names[0]!} false`));
 
-    // Metrics: 3 discoveries and 3 create requests, capacity of this pass.
+    // Metrics: 3 discoveries and 3 create requests (the capacity gauge is read from the PVs at scrape time, test/metrics).
     const total = await metrics.discoveryTotal.get();
     expect(total.values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(3);
     const reqs = await metrics.apiserverRequests.get();
     expect(reqs.values.find((v) => v.labels.method === 'create')?.value).toBe(3);
-    const gauge = await metrics.capacityBytes.get();
-    expect(gauge.values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(3 * Number(roundDownCapacityPretty(await filesystemCapacity(paths[0]!))));
 
     // Next pass straight away (the informer may not have delivered yet): nothing sent, nothing recorded.
     const before = kube.requests.length;
@@ -201,7 +200,6 @@ describe('Discoverer', () => {
     await expect.poll(() => cache.pendingCount).toBe(0);
     await d.discover();
     expect(kube.requests.length).toBe(before);
-    expect((await metrics.capacityBytes.get()).values.find((v) => v.labels.mode === 'Filesystem')?.value).toBe(0);
   });
 
   it('does not create twice while the PV watch lags behind (noteCreated)', async () => {
@@ -242,6 +240,21 @@ describe('Discoverer', () => {
     await mounts(p!);
     const r = await discoverer(config({ sc1: cls('sc1') })).discover();
     expect(r.created).toEqual([generatePVName('my disk', 'test-node', 'sc1')]);
+  });
+
+  it('names the PV (field pv) in every log line about an entry, problems included', async () => {
+    const dir = join(root, 'sc1');
+    const [good] = await dirs(dir, 'good', 'notmounted');
+    await writeFile(join(dir, 'stray.txt'), 'x');
+    await mounts(good!);
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s) as Record<string, unknown>) });
+    await discoverer(config({ sc1: cls('sc1') }), { logger }).discover();
+    const about = (entry: string): Array<Record<string, unknown>> => lines.filter((l) => String(l['msg']).includes(join(dir, entry)) || String(l['msg']).includes(`/mnt/host/sc1/${entry}`));
+    for (const entry of ['good', 'notmounted', 'stray.txt']) {
+      expect(about(entry).length, entry).toBeGreaterThan(0);
+      for (const l of about(entry)) expect(l['pv'], String(l['msg'])).toBe(generatePVName(entry, 'test-node', 'sc1'));
+    }
   });
 
   it('stray file, broken symlink and unmounted dir: one Event each, no PV, still ready, then silent', async () => {
@@ -467,7 +480,6 @@ describe('Discoverer', () => {
     // Job cleaning applies to block devices only.
     expect(tracker.calls).toContain(`inProgress ${generatePVName('disk1', 'test-node', 'blk')} true`);
     expect(tracker.calls).toContain(`inProgress ${generatePVName('disk2', 'test-node', 'fsblk')} true`);
-    expect((await metrics.capacityBytes.get()).values.find((v) => v.labels.mode === 'Block')?.value).toBe(2 * 20 * 1024 * 1024);
   });
 
   it('owner reference and alpha annotation follow the config', async () => {

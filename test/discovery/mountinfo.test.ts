@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseMountInfo, readMountPoints, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
+import { formatDev, makeDev, parseMountEntries, parseMountInfo, readMountPoints, readMountTable, toBytePath, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
 
 const SAMPLE = [
   '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro',
@@ -49,6 +49,43 @@ describe('parseMountInfo', () => {
     const { mountPoints, malformed } = parseMountInfo(text);
     expect([...mountPoints]).toEqual(['/mnt/ok']);
     expect(malformed).toBe(5);
+  });
+});
+
+describe('parseMountEntries', () => {
+  it('returns mount ID, parent ID, MAJ:MIN and the decoded mount point of every line', () => {
+    const { entries, malformed } = parseMountEntries(SAMPLE);
+    expect(malformed).toBe(0);
+    expect(entries[1]).toEqual({ id: 36, parentId: 22, major: 98, minor: 0, mountPointBytes: '/mnt/parent' });
+    expect(entries[3]?.mountPointBytes).toBe('/mnt/disks/with space');
+    expect(entries.map((e) => e.id)).toEqual([22, 36, 40, 41, 42, 43]);
+  });
+
+  it('keeps mount points that are not UTF-8 byte-exact', () => {
+    const raw = Buffer.concat([Buffer.from('50 22 0:60 / /mnt/disks/'), Buffer.from([0xff, 0xc3, 0xa9]), Buffer.from('\\040x rw - tmpfs t rw\n')]);
+    const { entries } = parseMountEntries(raw.toString('latin1'));
+    expect(entries[0]?.mountPointBytes).toBe(toBytePath('/mnt/disks/') + '\xff' + toBytePath('é x'));
+    // A UTF-8 decode would have turned 0xff into U+FFFD: that path could never match the directory.
+    expect(parseMountInfo(raw.toString('utf8')).mountPoints.has('/mnt/disks/\ufffdé x')).toBe(true);
+  });
+
+  it('counts lines without numeric IDs or MAJ:MIN as malformed', () => {
+    const { entries, malformed } = parseMountEntries(['x 22 0:35 / /a rw - tmpfs t rw', '40 22 035 / /b rw - tmpfs t rw', '40 22 0:35 / /c rw - tmpfs t rw'].join('\n'));
+    expect(entries.map((e) => e.mountPointBytes)).toEqual(['/c']);
+    expect(malformed).toBe(2);
+  });
+
+  it('converts MAJ:MIN to and from st_dev as Node reports it', () => {
+    expect(makeDev(8, 1)).toBe(2049);
+    expect(makeDev(0, 38)).toBe(38);
+    expect(makeDev(259, 70000)).toBe(Number((70000n & 0xffffff00n) << 12n) + (259 << 8) + (70000 & 0xff));
+    expect(formatDev(makeDev(259, 70000))).toBe('259:70000');
+  });
+
+  it('reads the real table: the root is listed with the st_dev of /', async () => {
+    const { entries } = await readMountTable();
+    const root = entries.findLast((e) => e.mountPointBytes === '/');
+    expect(root && makeDev(root.major, root.minor)).toBe((await import('node:fs')).statSync('/').dev);
   });
 });
 

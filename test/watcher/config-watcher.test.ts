@@ -117,6 +117,23 @@ describe('ConfigWatcher: change detection', () => {
     expect(results).toHaveLength(1);
   });
 
+  it('delivers a misspelt key added to an unchanged config (new warnings), once', async () => {
+    await writer.write(BASE);
+    const w = makeWatcher({ watch: false, pollIntervalMs: 60_000 });
+    await w.start();
+    await writer.write({ ...BASE, useNodeNameOnIy: 'true' });
+    await w.checkNow();
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+    const [first, second] = results;
+    expect(first!.result.ok && second!.result.ok && first!.result.hash === second!.result.hash).toBe(true);
+    expect(second!.result.warnings?.map((x) => x.message)).toEqual(['unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"?']);
+    // Moving the key's line, or rewriting the same bytes, is no new warning.
+    await writer.write({ ...BASE, useNodeNameOnIy: 'true' });
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+  });
+
   it('reports invalid content once per distinct content, then a fix at once', async () => {
     await writer.write(BASE);
     const w = makeWatcher({ watch: false });
@@ -166,6 +183,20 @@ describe('ConfigWatcher: change detection', () => {
 });
 
 describe('ConfigWatcher: reads', () => {
+  it('reports a file over the size limit as an invalid config, once, naming the file and both sizes', async () => {
+    await writer.write(BASE);
+    const w = makeWatcher({ watch: false, read: (d) => readConfigDir(d, { maxFileBytes: 4096 }) });
+    await w.start();
+    expect(results[0]!.result.ok).toBe(true);
+    await writer.write({ storageClassMap: `${BASE.storageClassMap}# ${'x'.repeat(5000)}\n` });
+    await w.checkNow();
+    await w.checkNow();
+    expect(results).toHaveLength(2);
+    const r = results[1]!.result;
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.errors[0]!.message).toMatch(/config file \S+\/storageClassMap is \d+ bytes, over the limit of 4096 bytes \(--max-config-file-size\)$/);
+  });
+
   it('retries transient read errors and never reports them as invalid', async () => {
     await writer.write(BASE);
     let failures = 2;
