@@ -136,12 +136,12 @@ function parseSize(name: string, v: string): number {
   return n;
 }
 
-function parseLogLevel(v: string): string {
+export function parseLogLevel(v: string): string {
   if (!LOG_LEVELS.includes(v)) throw new Error(`invalid value ${JSON.stringify(v)} for --log-level (or LOG_LEVEL): want one of ${LOG_LEVELS.join(', ')}`);
   return v;
 }
 
-function parseLogFormat(v: string): LogFormat {
+export function parseLogFormat(v: string): LogFormat {
   const f = LOG_FORMATS.find((x) => x === v);
   if (f === undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --log-format: want ${LOG_FORMATS.join(', ')}`);
   return f;

@@ -2,8 +2,9 @@
 // (cmd/node-cleanup) keep their names and defaults; the client rate limit, log
 // level and --version are ours. Like the provisioner, "-flag" works as well as "--flag".
 import { parseArgs } from 'node:util';
-import { DEFAULT_BURST, DEFAULT_QPS, goStyle, parseDur, parsePositiveInt } from '../flags.ts';
+import { DEFAULT_BURST, DEFAULT_QPS, goStyle, parseDur, parseLogFormat, parseLogLevel, parsePositiveInt } from '../flags.ts';
 import { isDnsSubdomain } from '../config/names.ts';
+import type { LogFormat } from '../util/log.ts';
 
 export interface NodeCleanupOptions {
   /** StorageClasses whose local PVs (and the PVCs bound to them) may be deleted; empty: nothing is. */
@@ -22,6 +23,7 @@ export interface NodeCleanupOptions {
   kubeApiQps: number;
   kubeApiBurst: number;
   logLevel: string;
+  logFormat: LogFormat;
   help: boolean;
   version: boolean;
 }
@@ -55,12 +57,15 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --kube-api-qps N                   API client rate limit, requests per second (default ${DEFAULT_QPS})
   --kube-api-burst N                 API client burst (default ${DEFAULT_BURST})
   --log-level LEVEL                  trace, debug, info, warn, error (default info, env LOG_LEVEL)
+  --log-format FORMAT                json, text or auto (default auto: text at a terminal outside a
+                                     cluster, json otherwise; env LOG_FORMAT). Logs go to stderr.
   -h, --help                         show this help
   --version                          print the version
 
 Environment:
   KUBECONFIG  kubeconfig file (when --kubeconfig is not given)
   LOG_LEVEL   default for --log-level
+  LOG_FORMAT  default for --log-format
 
 Signals: SIGTERM/SIGINT stop gracefully.
 `;
@@ -113,7 +118,8 @@ export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.Pro
       'kube-api-endpoint': { type: 'string', default: '' },
       'kube-api-qps': { type: 'string', default: String(DEFAULT_QPS) },
       'kube-api-burst': { type: 'string', default: String(DEFAULT_BURST) },
-      'log-level': { type: 'string', default: env['LOG_LEVEL'] ?? 'info' },
+      'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
+      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
     },
@@ -134,7 +140,8 @@ export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.Pro
     kubeApiEndpoint: endpoint(values['kube-api-endpoint']),
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),
-    logLevel: values['log-level'],
+    logLevel: parseLogLevel(values['log-level']),
+    logFormat: parseLogFormat(values['log-format']),
     help: values.help,
     version: values.version,
   };

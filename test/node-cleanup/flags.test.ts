@@ -24,6 +24,11 @@ describe('parseNodeCleanupOptions', () => {
     expect(o).toMatchObject({ storageClassNames: ['a', 'b', 'c'], deletionDelayMs: 3000, scanIntervalMs: 500, resyncMs: 60_000, workers: 2, listenAddress: '' });
   });
 
+  it('takes the log level and format from flags or LOG_LEVEL / LOG_FORMAT', () => {
+    expect(parseNodeCleanupOptions([], { LOG_LEVEL: 'debug', LOG_FORMAT: 'text' })).toMatchObject({ logLevel: 'debug', logFormat: 'text' });
+    expect(parseNodeCleanupOptions(['--log-level=warn', '--log-format=json'], { LOG_LEVEL: 'debug' })).toMatchObject({ logLevel: 'warn', logFormat: 'json' });
+  });
+
   it('--kubeconfig wins over KUBECONFIG', () => {
     expect(parseNodeCleanupOptions([], { KUBECONFIG: '/env' }).kubeconfig).toBe('/env');
     expect(parseNodeCleanupOptions(['--kubeconfig=/flag'], { KUBECONFIG: '/env' }).kubeconfig).toBe('/flag');
@@ -39,6 +44,8 @@ describe('parseNodeCleanupOptions', () => {
     [['--kube-api-endpoint=ftp://x'], /--kube-api-endpoint/],
     [['--kube-api-endpoint=::'], /--kube-api-endpoint/],
     [['--no-such-flag'], /no-such-flag/],
+    [['--log-level=loud'], /--log-level/],
+    [['--log-format=xml'], /--log-format/],
   ])('rejects %j with one line naming the flag', (argv, re) => {
     expect(() => parseNodeCleanupOptions(argv, {})).toThrow(re);
   });
