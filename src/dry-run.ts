@@ -50,6 +50,7 @@ function recordingPort(created: V1PersistentVolume[]): KubePort {
       return Promise.resolve({ ...pv, metadata: { ...pv.metadata, uid: `dry-run-${created.length}` } });
     },
     deletePersistentVolume: refuse,
+    deletePersistentVolumeClaim: refuse,
     createJob: refuse,
     deleteJob: refuse,
     createEvent: refuse,

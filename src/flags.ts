@@ -98,24 +98,24 @@ Environment:
 Signals: SIGHUP checks the config directory at once; SIGTERM/SIGINT stop gracefully.
 `;
 
-function goStyle(argv: readonly string[]): string[] {
+export function goStyle(argv: readonly string[]): string[] {
   // "-flag" / "-flag=value" -> "--flag..." (but keep "-h" and negative numbers).
   return argv.map((a) => (/^-[a-zA-Z][a-zA-Z-]+(=.*)?$/.test(a) ? `-${a}` : a));
 }
 
-function parseBool(name: string, v: string): boolean {
+export function parseBool(name: string, v: string): boolean {
   if (/^(1|t|true|yes|on)$/i.test(v)) return true;
   if (/^(0|f|false|no|off)$/i.test(v)) return false;
   throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: want true or false`);
 }
 
-function parsePositiveInt(name: string, v: string): number {
+export function parsePositiveInt(name: string, v: string): number {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`invalid value ${JSON.stringify(v)} for --${name}: want a positive number`);
   return n;
 }
 
-function parseDur(name: string, v: string): number {
+export function parseDur(name: string, v: string): number {
   let ms: number;
   try {
     ms = parseDuration(v);
@@ -137,12 +137,12 @@ function parseSize(name: string, v: string): number {
   return n;
 }
 
-function parseLogLevel(v: string): string {
+export function parseLogLevel(v: string): string {
   if (!LOG_LEVELS.includes(v)) throw new Error(`invalid value ${JSON.stringify(v)} for --log-level (or LOG_LEVEL): want one of ${LOG_LEVELS.join(', ')}`);
   return v;
 }
 
-function parseLogFormat(v: string): LogFormat {
+export function parseLogFormat(v: string): LogFormat {
   const f = LOG_FORMATS.find((x) => x === v);
   if (f === undefined) throw new Error(`invalid value ${JSON.stringify(v)} for --log-format: want ${LOG_FORMATS.join(', ')}`);
   return f;

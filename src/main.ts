@@ -17,23 +17,16 @@ import { HELP, parseOptions, type Options } from './flags.ts';
 import { createKubeClient, loadKubeConfig } from './kube/client.ts';
 import type { ObjectRef } from './kube/events.ts';
 import type { KubePort } from './kube/port.ts';
+import { stripManagedFields } from './kube/informer.ts';
 import { createInformer } from './kube/reflector.ts';
 import { createEventRecorder } from './kube/recorder.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { Readiness, startHttpServer } from './server/http.ts';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
+import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
 import { VERSION } from './version.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
-
-/** Drops managedFields: the cache never needs them and they are most of a PV's size. */
-export function stripManagedFields<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
-  if (obj.metadata?.managedFields !== undefined) {
-    const { managedFields: _drop, ...metadata } = obj.metadata;
-    return { ...obj, metadata };
-  }
-  return obj;
-}
 
 /** Fetches this node, retrying with backoff until it succeeds or the signal aborts (a dead API server is waited out). */
 async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, signal: AbortSignal): Promise<V1Node> {
@@ -173,21 +166,8 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
 }
 
 async function main(argv: readonly string[]): Promise<number> {
-  let opts: Options;
-  try {
-    opts = parseOptions(argv);
-  } catch (e) {
-    process.stderr.write(`local-volume-provisioner: ${(e as Error).message}\nRun with --help for usage.\n`);
-    return 2;
-  }
-  if (opts.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (opts.version) {
-    process.stdout.write(`local-volume-provisioner ${VERSION}\n`);
-    return 0;
-  }
+  const opts = parseCli('local-volume-provisioner', argv, (a) => parseOptions(a), HELP);
+  if (typeof opts === 'number') return opts;
   const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (opts.ignoredKlogFlags.length > 0) {
     logger.warn(
@@ -197,43 +177,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   if (opts.dryRun) return runDryRun(opts, logger);
 
-  let stop: (() => Promise<void>) | undefined;
-  let exiting = false;
-  const shutdown = (signal: string): void => {
-    if (exiting) return;
-    exiting = true;
-    logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 30_000);
-    force.unref();
-    void (stop ? stop() : Promise.resolve()).then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled promise rejection (ignored)'));
-  try {
-    stop = await run(opts, logger);
-  } catch (e) {
-    logger.fatal({ err: e }, (e as Error).message);
-    process.stderr.write(`local-volume-provisioner: ${(e as Error).message}\n`);
-    return 1;
-  }
-  return -1; // keep running
+  return runDaemon('local-volume-provisioner', logger, () => run(opts, logger));
 }
 
-if (import.meta.main) {
-  main(process.argv.slice(2)).then(
-    (code) => {
-      if (code >= 0) process.exit(code);
-    },
-    (err: unknown) => {
-      process.stderr.write(`local-volume-provisioner: ${String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runCli('local-volume-provisioner', main);

@@ -366,8 +366,7 @@ async function waitReady(p: Running, what: string, timeoutMs: number, probe: () 
   throw new ComponentStartError(p.name, `${p.name} ${how} before it was ready; log ${p.log}`, await tailFile(p.log));
 }
 
-/** A kubeconfig (YAML) for a bearer-token identity on this control plane. */
-export function kubeconfig(server: string, caFile: string, user: string, token: string): string {
+function kubeconfig(server: string, caFile: string, user: string, token: string): string {
   return toYaml({
     apiVersion: 'v1',
     kind: 'Config',

@@ -4,7 +4,6 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { AuthorizationV1Api, BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, StorageV1Api } from '@kubernetes/client-node';
-import { kubeconfig } from './controlplane.ts';
 
 export interface Clients {
   readonly kc: KubeConfig;
@@ -25,6 +24,27 @@ export function clientsFor(kubeconfigPath: string): Clients {
     storage: kc.makeApiClient(StorageV1Api),
     authz: kc.makeApiClient(AuthorizationV1Api),
   };
+}
+
+/**
+ * Writes a kubeconfig for a ServiceAccount (a TokenRequest token, 1 h) against the
+ * admin kubeconfig's cluster, so a daemon runs with exactly that account's RBAC.
+ */
+export async function serviceAccountKubeconfig(admin: Clients, namespace: string, name: string, file: string): Promise<string> {
+  const req = await admin.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const token = req.status?.token;
+  if (!token) throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
+  const cluster = admin.kc.getCurrentCluster();
+  if (!cluster) throw new Error('the admin kubeconfig has no current cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name, token }],
+    contexts: [{ name, cluster: cluster.name, user: name }],
+    currentContext: name,
+  });
+  await writeFile(file, kc.exportConfig(), { mode: 0o600 });
+  return file;
 }
 
 /** Clients as the admin (system:masters). */
@@ -67,15 +87,9 @@ export async function serviceAccountIdentity(
       },
     });
   }
-  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const cluster = admin.kc.getCurrentCluster();
-  if (!cluster?.caFile || !tr.status?.token) throw new Error('cannot build a kubeconfig: no CA file or no token');
-  const user = `system:serviceaccount:${namespace}:${name}`;
-  const path = join(o.dir, `${name}.kubeconfig`);
-  await writeFile(path, kubeconfig(cluster.server, cluster.caFile, user, tr.status.token), { mode: 0o600 });
   return {
-    user,
-    kubeconfig: path,
+    user: `system:serviceaccount:${namespace}:${name}`,
+    kubeconfig: await serviceAccountKubeconfig(admin, namespace, name, join(o.dir, `${name}.kubeconfig`)),
     async remove() {
       for (const b of bindings) await rbac.deleteClusterRoleBinding({ name: b }).catch(() => undefined);
       await admin.core.deleteNamespacedServiceAccount({ namespace, name }).catch(() => undefined);

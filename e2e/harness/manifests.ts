@@ -51,3 +51,25 @@ export async function applyManifests(kubeconfigPath: string, files: readonly str
   }
   return applied;
 }
+
+/** Deletes every document of every file (reverse order); objects already gone are skipped. Returns what was deleted. */
+export async function deleteManifests(kubeconfigPath: string, files: readonly string[]): Promise<string[]> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const client = KubernetesObjectApi.makeApiClient(kc);
+  const deleted: string[] = [];
+  for (const file of [...files].reverse()) {
+    const docs = (loadAllYaml(await readFile(file, 'utf8')) as (KubernetesObject | null)[]).reverse();
+    for (const doc of docs) {
+      if (doc?.kind === undefined || doc.metadata?.name === undefined) continue;
+      const spec = doc as KubernetesObject & { metadata: { name: string } };
+      try {
+        await client.delete(spec);
+        deleted.push(`${spec.kind}/${spec.metadata.namespace ?? ''}/${spec.metadata.name}`);
+      } catch (err) {
+        if ((err as { code?: number }).code !== 404) throw err;
+      }
+    }
+  }
+  return deleted;
+}

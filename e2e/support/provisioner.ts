@@ -1,5 +1,6 @@
-// Runs the real daemon (node src/main.ts) as a child process for e2e tests and
-// the demo, with its logs in a file; stop() and kill() leave no process behind.
+// Runs the real daemons (node src/main.ts, node src/node-cleanup/main.ts) as child
+// processes for e2e tests and the demo, with their logs in a file; stop() and kill()
+// leave no process behind.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,30 +39,46 @@ export interface StartOptions {
 }
 
 export function startProvisioner(o: StartOptions): ProvisionerProcess {
-  const out = createWriteStream(o.logFile, { flags: 'a' });
-  const child = spawn(
-    process.execPath,
-    [
-      join(repo, 'src', 'main.ts'),
+  return startDaemonProcess({
+    script: join(repo, 'src', 'main.ts'),
+    args: [
       `--config-dir=${o.configDir}`,
       `--listen-address=127.0.0.1:${o.port}`,
       ...(o.logLevel === null ? [] : [`--log-level=${o.logLevel ?? 'debug'}`]),
       ...(o.args ?? []),
     ],
-    {
-      cwd: repo,
-      env: {
-        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-        KUBECONFIG: o.kubeconfig,
-        MY_NODE_NAME: o.nodeName,
-        MY_NAMESPACE: o.namespace ?? 'kube-system',
-        MY_POD_NAME: `local-volume-provisioner-${o.nodeName}`,
-        JOB_CONTAINER_IMAGE: 'local-static-provisioner:e2e',
-        ...o.env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      KUBECONFIG: o.kubeconfig,
+      MY_NODE_NAME: o.nodeName,
+      MY_NAMESPACE: o.namespace ?? 'kube-system',
+      MY_POD_NAME: `local-volume-provisioner-${o.nodeName}`,
+      JOB_CONTAINER_IMAGE: 'local-static-provisioner:e2e',
+      ...o.env,
     },
-  );
+    port: o.port,
+    logFile: o.logFile,
+  });
+}
+
+/** Runs local-volume-node-cleanup (node src/node-cleanup/main.ts) on 127.0.0.1:<port> with debug logs. */
+export function startNodeCleanup(o: { kubeconfig: string; port: number; logFile: string; args: readonly string[] }): ProvisionerProcess {
+  return startDaemonProcess({
+    script: join(repo, 'src', 'node-cleanup', 'main.ts'),
+    args: [`--kubeconfig=${o.kubeconfig}`, `--listen-address=127.0.0.1:${o.port}`, '--log-level=debug', ...o.args],
+    env: {},
+    port: o.port,
+    logFile: o.logFile,
+  });
+}
+
+/** Runs `node <script> <args>` with only PATH and `env` in its environment, logs appended to logFile. */
+function startDaemonProcess(o: { script: string; args: readonly string[]; env: Record<string, string>; port: number; logFile: string }): ProvisionerProcess {
+  const out = createWriteStream(o.logFile, { flags: 'a' });
+  const child = spawn(process.execPath, [o.script, ...o.args], {
+    cwd: repo,
+    env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString('utf8');

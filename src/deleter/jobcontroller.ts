@@ -45,7 +45,7 @@ import { isConflict, isForbidden, isNotFound, type KubePort } from '../kube/port
 import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
-import { WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
+import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
 import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
 import {
   BLOCK_DEVICE_ENV,
@@ -248,7 +248,14 @@ export class JobController implements CleanupTracker {
       () => undefined,
     );
     const n = Math.max(1, this.#o.workers ?? 2);
-    for (let i = 0; i < n; i++) this.#workers.push(this.#work(queue));
+    for (let i = 0; i < n; i++) {
+      this.#workers.push(
+        runWorker(queue, (key) => this.#process(key), (job, e, retries) => {
+          const pv = job.slice(job.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
+          this.#log.warn({ pv, job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry');
+        }),
+      );
+    }
   }
 
   /** Every list of the Job informer: a 403 is a problem with useJobForCleaning, the end of the watch without. */
@@ -367,27 +374,6 @@ export class JobController implements CleanupTracker {
     const job = this.#job(pvName);
     if (!job || jobPhase(job) === 'Running') return;
     await this.#deleteJob(job);
-  }
-
-  async #work(queue: WorkQueue<string>): Promise<void> {
-    for (;;) {
-      const { item, shutdown } = await queue.get();
-      if (shutdown || item === undefined) return;
-      if (this.#stopped) {
-        queue.done(item);
-        return;
-      }
-      try {
-        await this.#process(item);
-        queue.forget(item);
-      } catch (e) {
-        const pv = item.slice(item.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
-        this.#log.warn({ pv, job: item, err: errorMessage(e), retries: queue.numRequeues(item) }, 'processing cleanup job failed; will retry');
-        queue.addRateLimited(item);
-      } finally {
-        queue.done(item);
-      }
-    }
   }
 
   async #process(key: string): Promise<void> {

@@ -24,7 +24,7 @@ import {
   type V1PersistentVolume,
 } from '@kubernetes/client-node';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { KubeMetrics } from '../metrics/metrics.ts';
 import { RateLimiter } from './ratelimit.ts';
 import {
   KubeError,
@@ -112,7 +112,7 @@ export function loadKubeConfig(
 export interface KubeClientOptions {
   readonly qps: number;
   readonly burst: number;
-  readonly metrics?: Metrics | undefined;
+  readonly metrics?: Pick<KubeMetrics, 'kubeRequests'> | undefined;
   readonly userAgent?: string | undefined;
   /**
    * client-node aborts a watch that receives no bytes for this long (its default is 30 s,
@@ -136,6 +136,7 @@ export interface KubeClient extends KubePort {
 /** Model names of the watched kinds, to give watch objects the same shape (Dates etc.) as list results. */
 const MODEL: Record<ResourceKind, string> = {
   persistentvolumes: 'V1PersistentVolume',
+  persistentvolumeclaims: 'V1PersistentVolumeClaim',
   storageclasses: 'V1StorageClass',
   jobs: 'V1Job',
   nodes: 'V1Node',
@@ -145,6 +146,7 @@ const MODEL: Record<ResourceKind, string> = {
 
 const NAMESPACED: Record<ResourceKind, boolean> = {
   persistentvolumes: false,
+  persistentvolumeclaims: true,
   storageclasses: false,
   jobs: true,
   nodes: false,
@@ -215,9 +217,13 @@ function parseStatus(body: unknown): KubeStatus | undefined {
 }
 
 function deleteBody(opts: DeleteOptions | undefined): V1DeleteOptions | undefined {
-  if (!opts?.uid && !opts?.propagationPolicy) return undefined;
+  if (!opts?.uid && !opts?.resourceVersion && !opts?.propagationPolicy) return undefined;
+  const preconditions = {
+    ...(opts.uid ? { uid: opts.uid } : {}),
+    ...(opts.resourceVersion ? { resourceVersion: opts.resourceVersion } : {}),
+  };
   return {
-    ...(opts.uid ? { preconditions: { uid: opts.uid } } : {}),
+    ...(opts.uid || opts.resourceVersion ? { preconditions } : {}),
     ...(opts.propagationPolicy ? { propagationPolicy: opts.propagationPolicy } : {}),
   };
 }
@@ -290,6 +296,10 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
     switch (kind) {
       case 'persistentvolumes':
         return core.listPersistentVolumeWithHttpInfo(q, c);
+      case 'persistentvolumeclaims':
+        return ns
+          ? core.listNamespacedPersistentVolumeClaimWithHttpInfo({ ...q, namespace: ns }, c)
+          : core.listPersistentVolumeClaimForAllNamespacesWithHttpInfo(q, c);
       case 'nodes':
         return core.listNodeWithHttpInfo(q, c);
       case 'storageclasses':
@@ -398,6 +408,13 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       const body = deleteBody(d);
       await call('delete', 'persistentvolumes', () =>
         core.deletePersistentVolumeWithHttpInfo(body ? { name, body } : { name }, callOpts()),
+      );
+    },
+
+    async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
+      const body = deleteBody(d);
+      await call('delete', 'persistentvolumeclaims', () =>
+        core.deleteNamespacedPersistentVolumeClaimWithHttpInfo(body ? { name, namespace, body } : { name, namespace }, callOpts()),
       );
     },
 

@@ -28,3 +28,12 @@ export interface Informer<T> extends Store<T> {
 
 export const objectKey = (obj: { metadata?: { name?: string; namespace?: string } }): string =>
   obj.metadata?.namespace ? `${obj.metadata.namespace}/${obj.metadata.name ?? ''}` : (obj.metadata?.name ?? '');
+
+/** Drops managedFields: a cache never needs them and they are most of an object's size. */
+export function stripManagedFields<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
+  if (obj.metadata?.managedFields !== undefined) {
+    const { managedFields: _drop, ...metadata } = obj.metadata;
+    return { ...obj, metadata };
+  }
+  return obj;
+}

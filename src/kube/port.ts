@@ -9,15 +9,17 @@ import type {
   V1Job,
   V1Node,
   V1PersistentVolume,
+  V1PersistentVolumeClaim,
   V1Pod,
   V1StorageClass,
 } from '@kubernetes/client-node';
 
 /** Resources the daemon lists and watches. */
-export type ResourceKind = 'persistentvolumes' | 'storageclasses' | 'jobs' | 'nodes' | 'pods' | 'events';
+export type ResourceKind = 'persistentvolumes' | 'persistentvolumeclaims' | 'storageclasses' | 'jobs' | 'nodes' | 'pods' | 'events';
 
 export interface ResourceTypes {
   persistentvolumes: V1PersistentVolume;
+  persistentvolumeclaims: V1PersistentVolumeClaim;
   storageclasses: V1StorageClass;
   jobs: V1Job;
   nodes: V1Node;
@@ -78,6 +80,8 @@ export const isGone = (e: unknown): boolean => e instanceof KubeError && e.code 
 export interface DeleteOptions {
   /** Precondition: only delete the object with this UID. */
   readonly uid?: string | undefined;
+  /** Precondition: only delete the object at this resourceVersion (409 Conflict otherwise). */
+  readonly resourceVersion?: string | undefined;
   readonly propagationPolicy?: 'Foreground' | 'Background' | 'Orphan' | undefined;
 }
 
@@ -99,6 +103,7 @@ export interface KubePort {
 
   createPersistentVolume(pv: V1PersistentVolume): Promise<V1PersistentVolume>;
   deletePersistentVolume(name: string, opts?: DeleteOptions): Promise<void>;
+  deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void>;
 
   createJob(namespace: string, job: V1Job): Promise<V1Job>;
   deleteJob(namespace: string, name: string, opts?: DeleteOptions): Promise<void>;

@@ -4,7 +4,7 @@
 // that close too fast, restarts a watch that stalls (no event and no bookmark
 // for a while), and a throwing handler is logged and ignored.
 import type { Logger } from 'pino';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { KubeMetrics } from '../metrics/metrics.ts';
 import { backoffDelay, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger } from '../util/log.ts';
 import { objectKey, type Informer, type InformerHandlers } from './informer.ts';
@@ -27,7 +27,7 @@ export interface InformerOptions<T> {
   /** A watch that ends cleanly sooner than this counts as a failure and is backed off (default 1000). */
   readonly minWatchDurationMs?: number | undefined;
   readonly logger?: Logger | undefined;
-  readonly metrics?: Metrics | undefined;
+  readonly metrics?: Pick<KubeMetrics, 'watchRestarts'> | undefined;
   /**
    * Called after every list: with undefined when it succeeded, with the error when it failed
    * (the informer retries either way). Lets the owner report e.g. a 403 at once.

@@ -36,7 +36,31 @@ export interface ProcTableStats {
   failed: number;
 }
 
-export class Metrics {
+/** The metrics src/kube (client and informers) updates; each entry point creates them under its own prefix. */
+export interface KubeMetrics {
+  /** Every request sent to the API server, by verb and resource (not only PV create/delete). */
+  readonly kubeRequests: Counter<'verb' | 'resource' | 'code'>;
+  readonly watchRestarts: Counter<'resource' | 'reason'>;
+}
+
+export function createKubeMetrics(prefix: string, registry: Registry): KubeMetrics {
+  return {
+    kubeRequests: new Counter({
+      name: `${prefix}kube_requests_total`,
+      help: 'Total number of requests sent to the API server, by verb, resource and result code.',
+      labelNames: ['verb', 'resource', 'code'] as const,
+      registers: [registry],
+    }),
+    watchRestarts: new Counter({
+      name: `${prefix}watch_restarts_total`,
+      help: 'Watch streams re-opened, by resource and reason (timeout, closed, error, gone, stall).',
+      labelNames: ['resource', 'reason'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export class Metrics implements KubeMetrics {
   readonly registry = new Registry();
 
   // --- Go provisioner metrics (pkg/metrics/metrics.go) ---
@@ -119,19 +143,9 @@ export class Metrics {
     labelNames: ['version', 'node_version'] as const,
     registers: [this.registry],
   });
-  /** Every request sent to the API server, by verb and resource (not only PV create/delete). */
-  readonly kubeRequests = new Counter({
-    name: `${METRIC_PREFIX}kube_requests_total`,
-    help: 'Total number of requests sent to the API server, by verb, resource and result code.',
-    labelNames: ['verb', 'resource', 'code'] as const,
-    registers: [this.registry],
-  });
-  readonly watchRestarts = new Counter({
-    name: `${METRIC_PREFIX}watch_restarts_total`,
-    help: 'Watch streams re-opened, by resource and reason (timeout, closed, error, gone, stall).',
-    labelNames: ['resource', 'reason'] as const,
-    registers: [this.registry],
-  });
+  readonly #kube = createKubeMetrics(METRIC_PREFIX, this.registry);
+  readonly kubeRequests = this.#kube.kubeRequests;
+  readonly watchRestarts = this.#kube.watchRestarts;
   readonly discoveryErrors = new Counter({
     name: `${METRIC_PREFIX}discovery_errors_total`,
     help: 'Errors met while discovering volumes, by storage class.',

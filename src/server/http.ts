@@ -27,7 +27,8 @@ export interface HttpServerOptions {
   /** Go-style listen address: ":8080", "127.0.0.1:8080", "[::1]:0". */
   listenAddress: string;
   metricsPath: string;
-  metrics: Metrics;
+  /** Anything with a prom-client registry: the provisioner's Metrics or the node-cleanup controller's. */
+  metrics: Pick<Metrics, 'registry'>;
   readiness: Readiness;
   logger: Logger;
 }

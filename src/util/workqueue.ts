@@ -200,3 +200,33 @@ export class WorkQueue<T> {
     return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 }
+
+/**
+ * One worker on a queue: takes items until the queue shuts down (items still queued
+ * then are dropped). An item whose handler throws is re-queued rate-limited, after
+ * `onError` (given its requeue count so far); one handled without error has its
+ * backoff reset.
+ */
+export async function runWorker<T>(
+  queue: WorkQueue<T>,
+  handle: (item: T) => Promise<void>,
+  onError: (item: T, err: unknown, retries: number) => void,
+): Promise<void> {
+  for (;;) {
+    const { item, shutdown } = await queue.get();
+    if (shutdown || item === undefined) return;
+    if (queue.shuttingDown()) {
+      queue.done(item);
+      return;
+    }
+    try {
+      await handle(item);
+      queue.forget(item);
+    } catch (e) {
+      onError(item, e, queue.numRequeues(item));
+      queue.addRateLimited(item);
+    } finally {
+      queue.done(item);
+    }
+  }
+}

@@ -116,6 +116,10 @@ describe('createKubeClient against a local API server', () => {
         else if (req.method === 'POST' && p === '/api/v1/persistentvolumes')
           json(409, status(409, 'AlreadyExists', 'persistentvolumes "pv1" already exists'));
         else if (req.method === 'DELETE' && p === '/api/v1/persistentvolumes/pv1') json(200, { kind: 'Status', status: 'Success' });
+        else if (req.method === 'DELETE' && p === '/api/v1/namespaces/ns1/persistentvolumeclaims/c1')
+          json(200, { kind: 'PersistentVolumeClaim', metadata: { name: 'c1', namespace: 'ns1' } });
+        else if (req.method === 'GET' && p === '/api/v1/persistentvolumeclaims')
+          json(200, { kind: 'PersistentVolumeClaimList', metadata: { resourceVersion: '7' }, items: [{ metadata: { name: 'c1', namespace: 'ns1' } }] });
         else if (req.method === 'PATCH' && p === '/api/v1/namespaces/default/events/e1')
           json(200, { metadata: { name: 'e1', namespace: 'default' }, involvedObject: {}, count: 2 });
         else if (req.method === 'GET' && p === '/api/v1/persistentvolumes' && url.includes('watch=true')) {
@@ -175,6 +179,20 @@ describe('createKubeClient against a local API server', () => {
   it('delete sends the uid precondition', async () => {
     await client.deletePersistentVolume('pv1', { uid: 'abc' });
     expect(JSON.parse(seen.at(-1)?.body ?? '{}')).toMatchObject({ preconditions: { uid: 'abc' } });
+  });
+
+  it('delete sends the resourceVersion precondition too', async () => {
+    await client.deletePersistentVolume('pv1', { uid: 'abc', resourceVersion: '17' });
+    expect(JSON.parse(seen.at(-1)?.body ?? '{}')).toMatchObject({ preconditions: { uid: 'abc', resourceVersion: '17' } });
+  });
+
+  it('lists PVCs of all namespaces and deletes one with its uid precondition', async () => {
+    const res = await client.list('persistentvolumeclaims', {});
+    expect([res.resourceVersion, res.items[0]?.metadata?.name]).toEqual(['7', 'c1']);
+    await client.deletePersistentVolumeClaim('ns1', 'c1', { uid: 'u9' });
+    expect(seen.at(-1)).toMatchObject({ method: 'DELETE', url: '/api/v1/namespaces/ns1/persistentvolumeclaims/c1' });
+    expect(JSON.parse(seen.at(-1)?.body ?? '{}')).toMatchObject({ preconditions: { uid: 'u9' } });
+    expect(await requestCount('delete', 'persistentvolumeclaims', '200')).toBe(1);
   });
 
   it('patchEvent uses the merge-patch content type', async () => {

@@ -269,6 +269,10 @@ export class FakeKube implements KubePort {
     return this.#delete('persistentvolumes', undefined, name, opts);
   }
 
+  deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void> {
+    return this.#delete('persistentvolumeclaims', namespace, name, opts);
+  }
+
   createJob(namespace: string, job: V1Job): Promise<V1Job> {
     return this.#create('jobs', namespace, job);
   }
@@ -346,6 +350,13 @@ export class FakeKube implements KubePort {
       const cur = this.#must(kind, key);
       if (opts?.uid && opts.uid !== cur.metadata?.uid) {
         throw new KubeError(409, 'Conflict', `Precondition failed: UID in precondition: ${opts.uid}, UID in object meta: ${cur.metadata?.uid ?? ''}`);
+      }
+      if (opts?.resourceVersion && opts.resourceVersion !== cur.metadata?.resourceVersion) {
+        throw new KubeError(
+          409,
+          'Conflict',
+          `Precondition failed: ResourceVersion in precondition: ${opts.resourceVersion}, ResourceVersion in object meta: ${cur.metadata?.resourceVersion ?? ''}`,
+        );
       }
       this.#erase(kind, key, cur);
     });
