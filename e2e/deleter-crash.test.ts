@@ -4,6 +4,11 @@
 // deleted, no cleaner of the killed daemon may keep running, and a Bound PV and
 // an Available PV on the same node are never touched (files, device bytes,
 // PV objects) across all of it.
+//
+// Every wait is on an event (a log line, a file, a process, an API object) with a
+// generous deadline: the cleaner blocks until the test opens its gate or it is
+// killed, so a slow restart on a busy machine cannot let the killed daemon's
+// cleaner finish on its own.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
@@ -15,10 +20,11 @@ import {
   keepLogs,
   deviceSize,
   killGroups,
+  openGate,
   pgrep,
   readAt,
-  sleep,
   startDaemon,
+  waitForGate,
   waitPVEvent,
   writeAt,
   writeScript,
@@ -31,6 +37,8 @@ import { generatePVName } from '../src/discovery/naming.ts';
 const { kc, core, storage, batch } = adminClients();
 const MIB = 1024 * 1024;
 const SCRIPTS = join(import.meta.dirname, '..', 'deployment', 'scripts');
+/** Deadline of every wait: far beyond what a loaded 2-core machine needs. */
+const LONG = 180_000;
 
 interface Run {
   readonly what: 'start' | 'done';
@@ -50,6 +58,8 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
   const marker = uniqueName('lspdelc');
   const cls = { blk: uniqueName('delc-blk'), fs: uniqueName('delc-fs') };
   const runLog = host.path('slow-runs.log');
+  const gate = host.path('gate');
+  const stateArgs = [`--state-dir=${host.path('state')}`];
   let victimDev = '';
   let keepDev = '';
   let fsDir = '';
@@ -76,11 +86,12 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     fsDir = host.mkdir('fs');
     host.tmpfs(8, 'fs', 'bound');
     host.tmpfs(8, 'fs', 'avail');
-    // A slow block cleaner: logs its start, sleeps, zeroes the device, logs the end.
+    // A slow block cleaner: logs its start, waits until the test opens its gate (or it is killed),
+    // zeroes the device, logs the end.
     const slow = writeScript(host.path('slow-clean.sh'), [
       'set -euo pipefail',
       `echo "start $$ $(date +%s%N)" >> ${JSON.stringify(runLog)}`,
-      'sleep 6',
+      waitForGate(gate),
       JSON.stringify(join(SCRIPTS, 'dd_zero.sh')),
       `echo "done $$ $(date +%s%N)" >> ${JSON.stringify(runLog)}`,
     ]);
@@ -91,18 +102,18 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
       },
     });
     watch = await PVWatch.start(kc, core, node);
-    daemons.push(await startDaemon(host, { nodeName: node, files, logName: 'provisioner-1.log' }));
+    daemons.push(await startDaemon(host, { nodeName: node, files, args: stateArgs, logName: 'provisioner-1.log' }));
 
     // The volumes that must never be touched: a Bound PV with data, an Available PV with data, an Available block PV.
-    bound = await waitPV(core, pvName('bound', cls.fs));
+    bound = await waitPV(core, pvName('bound', cls.fs), { timeoutMs: LONG });
     await bindPV(core, bound, ns);
     bound = await readPV(core, bound.metadata!.name!);
     writeFileSync(join(fsDir, 'bound', 'in-use.db'), 'live data of a running workload');
-    avail = await waitPV(core, pvName('avail', cls.fs));
+    avail = await waitPV(core, pvName('avail', cls.fs), { timeoutMs: LONG });
     writeFileSync(join(fsDir, 'avail', 'leftover.txt'), 'data on an Available volume');
-    keepBlk = await waitPV(core, pvName('keep', cls.blk));
+    keepBlk = await waitPV(core, pvName('keep', cls.blk), { timeoutMs: LONG });
     fillDevice(keepDev, deviceSize(keepDev) / MIB);
-  });
+  }, 10 * 60_000);
 
   afterAll(async () => {
     watch?.stop();
@@ -121,19 +132,21 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     const name = pvName('victim', cls.blk);
     const size = deviceSize(victimDev);
     fillDevice(victimDev, size / MIB);
-    const pv = await waitPV(core, name);
+    const pv = await waitPV(core, name, { timeoutMs: LONG });
     const claim = await bindPV(core, pv, ns);
     await core.deleteNamespacedPersistentVolumeClaim({ namespace: ns, name: claim });
 
-    // The clean is running (the script logged its start and sleeps): kill the daemon.
-    await waitFor(() => runLogLines(runLog).length === 1, { what: 'the slow cleaner to start', timeoutMs: 30_000 });
-    await waitPVEvent(core, pv, 'VolumeDelete'); // "Starting cleanup of Block PV ..."
+    // The clean is running (the script logged its start and waits at its gate, which stays
+    // closed for this run): kill the daemon.
+    await waitFor(() => runLogLines(runLog).length === 1, { what: 'the slow cleaner to start', timeoutMs: LONG });
+    await waitPVEvent(core, pv, 'VolumeDelete', undefined, LONG); // "Starting cleanup of Block PV ..."
+    const firstRun = parseRuns(runLogLines(runLog))[0]!;
     const first = daemons[0]!;
-    await first.kill();
-    await sleep(500);
+    await first.kill(); // resolves once the daemon has exited
     // The killed daemon's cleaner runs in its own process group, so on a host (unlike in a Pod)
     // it outlives the daemon; the restarted daemon must stop it before it cleans again.
     leftovers = pgrep(marker);
+    expect(leftovers, 'the first cleaner, blocked at its gate, outlives the killed daemon').toContain(firstRun.pid);
 
     // The PV was not deleted, the clean did not finish.
     const kept = await readPV(core, name);
@@ -147,21 +160,24 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     writeAt(victimDev, 5 * MIB, stamp);
     expect(readAt(victimDev, 5 * MIB, stamp.length).equals(stamp)).toBe(true);
 
-    const second = await startDaemon(host, { nodeName: node, files, logName: 'provisioner-2.log' });
+    const second = await startDaemon(host, { nodeName: node, files, args: stateArgs, logName: 'provisioner-2.log' });
     daemons.push(second);
+    // Nothing but the restarted daemon can end the first cleaner: its gate is never opened.
     await waitFor(() => leftovers.every((pid) => !pgrep(marker).includes(pid)), {
       what: "the killed daemon's cleaner to be stopped by the restarted daemon",
-      timeoutMs: 15_000,
+      timeoutMs: LONG,
     });
-    reapedByRestart =
-      leftovers.length === 0 ||
-      (await waitFor(() => logsWith(second, 'killed a cleaner left running by a daemon that died').length > 0, {
-        what: 'the restarted daemon to log that it stopped the orphaned cleaner',
-        timeoutMs: 10_000,
-      }));
+    reapedByRestart = await waitFor(() => logsWith(second, 'killed a cleaner left running by a daemon that died').length > 0, {
+      what: 'the restarted daemon to log that it stopped the orphaned cleaner',
+      timeoutMs: LONG,
+    });
+    // The restarted daemon cleans again: let that run through its gate.
+    const secondRun = await waitFor(() => parseRuns(runLogLines(runLog))[1], { what: 'the restarted daemon to start the cleaner again', timeoutMs: LONG });
+    expect(secondRun.what).toBe('start');
+    openGate(gate, secondRun.pid);
     const deleted = await waitFor(() => watch!.events.find((e) => e.type === 'DELETED' && e.uid === pv.metadata?.uid), {
       what: `PV ${name} to be deleted after the restart`,
-      timeoutMs: 60_000,
+      timeoutMs: LONG,
     });
 
     expect(allZero(victimDev, size)).toBe(true);
@@ -174,8 +190,8 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     expect(runs.filter((r) => r.what === 'done')).toHaveLength(1);
     expect(logsWith(second, `Start cleanup for pv ${name}`)).toHaveLength(1);
     expect(logsWith(second, `Deleting pv ${name} after successful cleanup`)).toHaveLength(1);
-    await waitPV(core, name, { notUid: pv.metadata!.uid! });
-  });
+    await waitPV(core, name, { notUid: pv.metadata!.uid!, timeoutMs: LONG });
+  }, 10 * 60_000);
 
   // Block cleaners run in their own process group (so a timeout kills the whole tree). A daemon
   // killed by SIGKILL cannot stop them; in a Pod the container takes them down, on a host the
@@ -187,7 +203,12 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
   });
 
   it('a Bound PV and an Available PV on the same node are never touched, across the kill and the restart', async () => {
-    await sleep(3_000); // a few more passes of the restarted daemon
+    // A few more passes of the restarted daemon: each new volume gets its PV in a discovery pass,
+    // which follows a deleter pass.
+    for (const probe of ['probe-1', 'probe-2']) {
+      host.tmpfs(8, 'fs', probe);
+      await waitPV(core, pvName(probe, cls.fs), { timeoutMs: LONG });
+    }
     for (const pv of [bound!, avail!, keepBlk!]) {
       const cur = await readPV(core, pv.metadata!.name!);
       expect(cur?.metadata?.uid, `PV ${pv.metadata?.name} still the same object`).toBe(pv.metadata?.uid);
@@ -204,5 +225,5 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     expect(readAt(keepDev, deviceSize(keepDev) - MIB, MIB).every((b) => b === 0xa5)).toBe(true);
     const jobs = await batch.listNamespacedJob({ namespace: 'kube-system', labelSelector: `kubernetes.io/hostname=${node}` });
     expect(jobs.items).toEqual([]);
-  });
+  }, 10 * 60_000);
 });

@@ -68,8 +68,8 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   const node = await getNodeWithRetry(kube, opts.nodeName, logger, stopping.signal);
   const nodeUid = node.metadata?.uid ?? '';
   const recorder = createEventRecorder(kube, { component: 'local-volume-provisioner', host: opts.nodeName, logger });
-  const cleanerRegistry = new CleanerRegistry(opts.stateDir, logger);
-  const reaped = cleanerRegistry.reapOrphans();
+  const cleanerRegistry = CleanerRegistry.open(opts.stateDir, { logger });
+  const reaped = cleanerRegistry?.reapOrphans() ?? 0;
   if (reaped > 0) logger.warn({ reaped }, 'stopped block cleaners left running by a previous daemon');
   const procTable = new ProcTable();
   metrics.registerProcTable(() => procTable.stats());

@@ -211,6 +211,15 @@ export function writeScript(path: string, lines: readonly string[]): string {
   return path;
 }
 
+/**
+ * A shell line that blocks a script until the test calls openGate(gate, <the script's pid>): a
+ * cleaner that ends only when the test lets it, or when it is killed, however slow the machine is.
+ */
+export const waitForGate = (gate: string): string => `until [ -e ${JSON.stringify(gate)}."$$" ]; do sleep 0.1; done`;
+
+/** Lets the script with this pid that runs waitForGate(gate) go on. */
+export const openGate = (gate: string, pid: number): void => writeFileSync(`${gate}.${pid}`, '');
+
 /** A StorageClass for static local volumes with reclaim Delete and Immediate binding. */
 export async function createImmediateClass(storage: StorageV1Api, name: string): Promise<void> {
   await storage.createStorageClass({
