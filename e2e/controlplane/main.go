@@ -1,9 +1,9 @@
 // Command testplane is a multi-call binary holding the parts of a real Kubernetes
-// control plane that the e2e tests need: embedded etcd, kube-apiserver and
-// kube-controller-manager. Exactly one component runs per process; the
+// control plane that the e2e tests need: embedded etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler. Exactly one component runs per process; the
 // TypeScript harness (e2e/harness) starts each one as its own child process.
 //
-// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|version> [flags]
+// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version> [flags]
 // A symlink named after a component works too (argv[0] dispatch).
 package main
 
@@ -25,13 +25,16 @@ import (
 	"k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-const components = "etcd|kube-apiserver|kube-controller-manager|version"
+const components = "etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version"
 
 func main() {
 	component, args := filepath.Base(os.Args[0]), os.Args[1:]
-	if component != "etcd" && component != "kube-apiserver" && component != "kube-controller-manager" {
+	switch component {
+	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+	default:
 		if len(args) == 0 {
 			fmt.Fprintf(os.Stderr, "usage: %s <%s> [flags]\n", component, components)
 			os.Exit(2)
@@ -49,6 +52,10 @@ func main() {
 		os.Exit(cli.Run(cmd))
 	case "kube-controller-manager":
 		cmd := controllermanager.NewControllerManagerCommand()
+		cmd.SetArgs(args)
+		os.Exit(cli.Run(cmd))
+	case "kube-scheduler":
+		cmd := scheduler.NewSchedulerCommand()
 		cmd.SetArgs(args)
 		os.Exit(cli.Run(cmd))
 	case "version":
