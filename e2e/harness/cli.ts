@@ -7,11 +7,12 @@ import { applyManifests } from './manifests.ts';
 
 const usage = `usage: npm run controlplane [-- options]
 
-Starts etcd, kube-apiserver and kube-controller-manager (built from e2e/controlplane) on free
+Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built from e2e/controlplane) on free
 loopback ports and prints the kubeconfig paths. Ctrl-C stops everything and removes the temp dir.
 
 options:
-  --no-controller-manager   start etcd and kube-apiserver only
+  --no-controller-manager   do not start the kube-controller-manager
+  --no-scheduler            do not start the kube-scheduler
   --no-rbac                 do not apply deployment/kubernetes/{serviceaccount,rbac}.yaml and the
                             RBAC of its components (job-cleaning, taint-removal)
   --timeout <seconds>       per-component readiness timeout (default 120)
@@ -26,6 +27,7 @@ async function main(): Promise<number> {
     ({ values } = parseArgs({
       options: {
         'no-controller-manager': { type: 'boolean', default: false },
+        'no-scheduler': { type: 'boolean', default: false },
         'no-rbac': { type: 'boolean', default: false },
         timeout: { type: 'string', default: '120' },
         help: { type: 'boolean', short: 'h', default: false },
@@ -50,6 +52,7 @@ async function main(): Promise<number> {
   const cp = await startControlPlane({
     log,
     controllerManager: !values['no-controller-manager'],
+    scheduler: !values['no-scheduler'],
     readyTimeoutMs: timeoutS * 1000,
   });
 

@@ -1,5 +1,6 @@
 // Starts a real Kubernetes control plane from the `testplane` multi-call binary: embedded etcd,
-// kube-apiserver (RBAC, static tokens) and kube-controller-manager, one process each, on free
+// kube-apiserver (RBAC, static tokens), kube-controller-manager and (on request) kube-scheduler,
+// one process each, on free
 // loopback ports with a private temp dir. stop() (and the process exit/signal hooks) leave no
 // process and no temp dir behind.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -14,11 +15,17 @@ import { join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { ensureControlPlaneBinary } from './build.ts';
 
-export type ComponentName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+export type ComponentName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler';
 
 /** Identity the provisioner's restricted kubeconfig authenticates as (a static token). */
 export const provisionerUser = 'system:serviceaccount:kube-system:local-volume-provisioner';
 export const provisionerGroups = ['system:serviceaccounts', 'system:serviceaccounts:kube-system'] as const;
+
+/**
+ * Identity the kube-scheduler authenticates as (a static token): the user the apiserver's
+ * bootstrap RBAC binds to system:kube-scheduler and system:volume-scheduler, as in a real cluster.
+ */
+export const schedulerUser = 'system:kube-scheduler';
 
 /** Controllers the KCM runs: what the e2e tests need, nothing that assumes a kubelet. */
 export const kcmControllers = [
@@ -39,6 +46,11 @@ export interface ControlPlaneOptions {
   readonly log?: (msg: string) => void;
   /** Start the kube-controller-manager too (default true). */
   readonly controllerManager?: boolean;
+  /**
+   * Start a kube-scheduler too (default false), as schedulerUser, without leader election.
+   * Nodes are only schedulable once Ready and untainted (see markNodeReady in node-agent.ts).
+   */
+  readonly scheduler?: boolean;
   /** Per-component readiness timeout in ms (default 120 s). */
   readonly readyTimeoutMs?: number;
   /** Extra flags per component, appended last (tests use this to break one). */
@@ -410,12 +422,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
 
   const adminToken = randomBytes(24).toString('hex');
   const provisionerToken = randomBytes(24).toString('hex');
+  const schedulerToken = randomBytes(24).toString('hex');
   const saKey = join(dir, 'sa.key');
   const tokens = join(dir, 'tokens.csv');
   const pki = join(dir, 'pki');
   const caFile = join(pki, 'apiserver.crt');
   const adminKubeconfig = join(dir, 'admin.kubeconfig');
   const provisionerKubeconfig = join(dir, 'provisioner.kubeconfig');
+  const schedulerKubeconfig = join(dir, 'scheduler.kubeconfig');
   const { privateKey } = generateKeyPairSync('rsa', {
     modulusLength: 2048,
     privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
@@ -425,9 +439,18 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   await writeFile(
     tokens,
     `${adminToken},admin,uid-admin,"system:masters"\n` +
-      `${provisionerToken},${provisionerUser},uid-local-volume-provisioner,"${provisionerGroups.join(',')}"\n`,
+      `${provisionerToken},${provisionerUser},uid-local-volume-provisioner,"${provisionerGroups.join(',')}"\n` +
+      `${schedulerToken},${schedulerUser},uid-kube-scheduler\n`,
     { mode: 0o600 },
   );
+
+  // Waits for a 200 from a component that serves a self-signed cert of its own (KCM, scheduler)
+  // on a loopback port: a health probe, so the certificate is not checked.
+  const waitSelfServed = (p: Running, port: number | undefined, path: string): Promise<void> =>
+    waitReady(p, `GET ${path}`, timeoutMs, async () => {
+      const r = await httpGet(`https://127.0.0.1:${String(port)}${path}`, { insecure: true });
+      return r.status === 200 ? true : `HTTP ${r.status} ${r.body.slice(0, 200)}`;
+    });
 
   // Starts one component, retrying with fresh ports when its port was taken meanwhile.
   const start = async (
@@ -526,6 +549,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     );
     await writeFile(adminKubeconfig, kubeconfig(server, caFile, 'admin', adminToken), { mode: 0o600 });
     await writeFile(provisionerKubeconfig, kubeconfig(server, caFile, provisionerUser, provisionerToken), { mode: 0o600 });
+    await writeFile(schedulerKubeconfig, kubeconfig(server, caFile, schedulerUser, schedulerToken), { mode: 0o600 });
 
     // kube-controller-manager
     if (opts.controllerManager !== false) {
@@ -545,12 +569,36 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
             '--profiling=false',
           ]),
         1,
-        (p, [port]) =>
-          waitReady(p, 'GET /healthz', timeoutMs, async () => {
-            // The KCM serves a self-signed cert of its own; this is a loopback health probe.
-            const r = await httpGet(`https://127.0.0.1:${port}/healthz`, { insecure: true });
-            return r.status === 200 ? true : `HTTP ${r.status} ${r.body.slice(0, 200)}`;
-          }),
+        (p, [port]) => waitSelfServed(p, port, '/healthz'),
+      );
+    }
+
+    // kube-scheduler: its options in a KubeSchedulerConfiguration (the --kubeconfig flag is deprecated).
+    if (opts.scheduler === true) {
+      const schedulerConfig = join(dir, 'scheduler.yaml');
+      await writeFile(
+        schedulerConfig,
+        toYaml({
+          apiVersion: 'kubescheduler.config.k8s.io/v1',
+          kind: 'KubeSchedulerConfiguration',
+          clientConnection: { kubeconfig: schedulerKubeconfig },
+          leaderElection: { leaderElect: false },
+        }),
+      );
+      await start(
+        'kube-scheduler',
+        ([port]) =>
+          Promise.resolve([
+            `--config=${schedulerConfig}`,
+            `--authentication-kubeconfig=${schedulerKubeconfig}`,
+            `--authorization-kubeconfig=${schedulerKubeconfig}`,
+            '--bind-address=127.0.0.1',
+            `--secure-port=${port}`,
+            `--cert-dir=${join(dir, 'scheduler-pki')}`,
+          ]),
+        1,
+        // /readyz includes sched-handler-sync: the informers are synced and it schedules.
+        (p, [port]) => waitSelfServed(p, port, '/readyz'),
       );
     }
 

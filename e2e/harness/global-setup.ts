@@ -1,5 +1,5 @@
 // vitest globalSetup for the e2e project: build the control plane if needed, start it once for
-// the whole run, apply the RBAC manifests, hand the kubeconfigs to the tests, stop it at the end.
+// the whole run (etcd, kube-apiserver, kube-controller-manager and kube-scheduler), apply the RBAC manifests, hand the kubeconfigs to the tests, stop it at the end.
 import type { TestProject } from 'vitest/node';
 import { startControlPlane, type ControlPlane } from './controlplane.ts';
 import { applyManifests } from './manifests.ts';
@@ -7,7 +7,7 @@ import { applyManifests } from './manifests.ts';
 const log = (msg: string): void => console.log(`[e2e] ${msg}`);
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const cp: ControlPlane = await startControlPlane({ log });
+  const cp: ControlPlane = await startControlPlane({ log, scheduler: true });
   try {
     const applied = await applyManifests(cp.adminKubeconfig);
     log(`applied ${applied.length} manifest objects (${applied.join(', ')})`);

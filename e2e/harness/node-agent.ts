@@ -3,6 +3,9 @@
 // (spec.nodeName, or spec.nodeSelector['kubernetes.io/hostname']), binds unscheduled ones to the
 // node (pods/binding, as the scheduler would), optionally runs them with a callback, and reports
 // the outcome through the pods/status subresource (phase Succeeded/Failed, container terminated).
+// With a real kube-scheduler running (startControlPlane({ scheduler: true })), markNodeReady makes
+// a Node schedulable the way a kubelet and the node lifecycle controller would; pods without a
+// node are then placed by the scheduler, and the agent runs the ones placed on its node.
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 
 export const hostnameLabel = 'kubernetes.io/hostname';
@@ -156,6 +159,62 @@ export function startNodeAgent(opts: NodeAgentOptions): NodeAgent {
       await Promise.allSettled([...inFlight]);
     },
   };
+}
+
+/** Taints the node lifecycle controller owns; the TaintNodesByCondition admission plugin adds the first to every new Node. */
+export const lifecycleTaints = ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable'] as const;
+
+/** What markNodeReady reports as the node's capacity and allocatable (the scheduler's NodeResourcesFit). */
+export const standInCapacity = { cpu: '4', memory: '8Gi', pods: '110', 'ephemeral-storage': '20Gi' } as const;
+
+/** The Node status a kubelet reports for a healthy node: Ready, no pressure, capacity = allocatable. */
+export function readyNodeStatus(now: Date, capacity: Record<string, string> = standInCapacity): object {
+  const t = now.toISOString();
+  const condition = (type: string, status: string, reason: string): object => ({
+    type,
+    status,
+    reason,
+    message: `set by the e2e node agent (kubelet stand-in)`,
+    lastHeartbeatTime: t,
+    lastTransitionTime: t,
+  });
+  return {
+    status: {
+      capacity,
+      allocatable: capacity,
+      conditions: [
+        condition('Ready', 'True', 'KubeletReady'),
+        condition('MemoryPressure', 'False', 'KubeletHasSufficientMemory'),
+        condition('DiskPressure', 'False', 'KubeletHasNoDiskPressure'),
+        condition('PIDPressure', 'False', 'KubeletHasSufficientPID'),
+      ],
+    },
+  };
+}
+
+/**
+ * Makes a Node schedulable for a real kube-scheduler: reports it Ready with capacity (what a
+ * kubelet does) and removes the not-ready/unreachable taints (what the node lifecycle controller
+ * does once the node is Ready; the e2e KCM does not run that controller, there being no kubelet
+ * heartbeats). Other taints stay. Idempotent.
+ */
+export async function markNodeReady(core: CoreV1Api, name: string): Promise<V1Node> {
+  await core.patchNodeStatus({ name, body: readyNodeStatus(new Date()) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+  const node = await core.readNode({ name });
+  const taints = node.spec?.taints ?? [];
+  const kept = taints.filter((t) => !(lifecycleTaints as readonly string[]).includes(t.key));
+  if (kept.length === taints.length) return node;
+  // A JSON patch with a test op: fails (and is retried by the caller) if the taints changed meanwhile.
+  return core.patchNode(
+    {
+      name,
+      body: [
+        { op: 'test', path: '/spec/taints', value: taints },
+        { op: 'replace', path: '/spec/taints', value: kept },
+      ],
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+  );
 }
 
 /** Creates a Node object (no kubelet behind it) labelled kubernetes.io/hostname=<name>; returns the existing one on 409. */
