@@ -8,7 +8,7 @@ import type { CoreV1Event, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod } 
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
-import { createNode, markNodeReady, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
+import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
 
@@ -77,12 +77,7 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
       nodeName: nodeA,
       namespace,
       onError: () => undefined,
-      run: async (pod) => {
-        const claimName = pod.spec?.volumes?.[0]?.persistentVolumeClaim?.claimName ?? '';
-        const pv = await core.readPersistentVolume({ name: (await readClaim(claimName)).spec?.volumeName ?? '' });
-        writeFileSync(join(pv.spec?.local?.path ?? '/nonexistent', 'hello'), `written by ${pod.metadata?.name ?? ''}\n`);
-        return { exitCode: 0 };
-      },
+      run: claimWriter(core),
     });
   });
 

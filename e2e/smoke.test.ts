@@ -425,7 +425,7 @@ describe('npm run controlplane (e2e/harness/cli.ts)', () => {
       expect(c.kubeconfig).toMatch(/lsp-controlplane-[^/]+\/admin\.kubeconfig$/);
       const nss = await clientsFor(c.kubeconfig).core.listNamespace({});
       expect(nss.items.map((n) => n.metadata?.name)).toContain('kube-system');
-      expect(pgrep(c.dir).length).toBeGreaterThanOrEqual(2); // etcd and kube-apiserver
+      expect(pgrep(c.dir).length).toBeGreaterThanOrEqual(3); // etcd, kube-apiserver and kube-scheduler (on by default)
 
       c.child.kill('SIGINT');
       expect(await c.exited).toBe(0);
@@ -442,7 +442,7 @@ describe('npm run controlplane (e2e/harness/cli.ts)', () => {
     try {
       c = await startCli();
       const cli = c;
-      expect(pgrep(cli.dir).length).toBeGreaterThanOrEqual(2);
+      expect(pgrep(cli.dir).length).toBeGreaterThanOrEqual(3); // the scheduler's parent watchdog is checked too
       cli.child.kill('SIGKILL');
       await cli.exited;
       // testplane watches TESTPLANE_PARENT_PID and shuts down when the harness is gone.

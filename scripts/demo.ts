@@ -1,22 +1,26 @@
 // `npm run demo`: the main job on one machine. Starts the real control plane
-// (e2e/controlplane), makes demo tmpfs mounts and a loop device, runs the
-// provisioner (node src/main.ts) against them as its restricted identity and
-// shows the PersistentVolumes it created. Ctrl-C removes the mounts, the loop
+// (e2e/controlplane, with a real kube-scheduler), makes demo tmpfs mounts and a
+// loop device, runs the provisioner (node src/main.ts) against them as its
+// restricted identity and shows the PersistentVolumes it created; then a Pod
+// with a PVC of the WaitForFirstConsumer class is placed by the scheduler, the
+// PVC binds to a local PV, and the node agent (the kubelet stand-in) runs the
+// pod, which writes a file into the volume. Ctrl-C removes the mounts, the loop
 // device, the processes and the temp dirs. `npm run demo -- --once` exits after
-// showing the PVs (used by tests).
-import { writeFileSync } from 'node:fs';
+// showing the bound PVC (used by tests).
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, freePort } from '../e2e/harness/controlplane.ts';
 import { clientsFor, waitFor } from '../e2e/harness/kube.ts';
 import { applyManifests } from '../e2e/harness/manifests.ts';
-import { createNode } from '../e2e/harness/node-agent.ts';
+import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from '../e2e/harness/node-agent.ts';
 import { HostFixtures, isRoot } from '../e2e/support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from '../e2e/support/provisioner.ts';
 
 const { values } = parseArgs({ options: { once: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } });
 if (values.help) {
-  console.log('usage: npm run demo [-- --once]\n  Starts a real control plane, demo mounts and the provisioner; shows the PVs. Ctrl-C cleans up.');
+  console.log('usage: npm run demo [-- --once]\n  Starts a real control plane with a scheduler, demo mounts and the provisioner; shows the PVs and a PVC bound by a Pod. Ctrl-C cleans up.');
   process.exit(0);
 }
 if (!isRoot()) {
@@ -26,14 +30,16 @@ if (!isRoot()) {
 
 const log = (m: string): void => console.error(`[demo] ${m}`);
 const NODE = 'demo-node';
-const cp = await startControlPlane({ log });
+const cp = await startControlPlane({ log, scheduler: true });
 const host = new HostFixtures('lsp-demo-');
 let prov: ProvisionerProcess | undefined;
+let agent: NodeAgent | undefined;
 let cleaning = false;
 const cleanup = async (code: number): Promise<never> => {
   if (cleaning) process.exit(code);
   cleaning = true;
-  log('cleaning up: provisioner, mounts, loop device, control plane, temp dirs');
+  log('cleaning up: node agent, provisioner, mounts, loop device, control plane, temp dirs');
+  await agent?.stop().catch(() => undefined);
   await prov?.stop().catch(() => undefined);
   host.cleanup();
   await cp.stop();
@@ -47,6 +53,7 @@ try {
   await applyManifests(cp.adminKubeconfig);
   const { core, storage } = clientsFor(cp.adminKubeconfig);
   await createNode(core, NODE, { 'topology.kubernetes.io/zone': 'demo-zone' });
+  await markNodeReady(core, NODE); // Ready, untainted, with capacity: the scheduler may place pods on it
   for (const [name, mode] of [['local-fs', 'Filesystem'], ['local-block', 'Block']] as const) {
     await storage.createStorageClass({
       body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
@@ -94,19 +101,52 @@ try {
     },
     { what: '4 PersistentVolumes', timeoutMs: 60_000 },
   );
-  const rows = pvs.map((pv) => [
-    pv.metadata?.name ?? '',
-    pv.spec?.capacity?.['storage'] ?? '',
-    pv.spec?.volumeMode ?? '',
-    pv.spec?.persistentVolumeReclaimPolicy ?? '',
-    pv.status?.phase ?? '',
-    pv.spec?.storageClassName ?? '',
-    pv.spec?.local?.path ?? '',
-  ]);
-  const head = ['NAME', 'CAPACITY', 'MODE', 'RECLAIM', 'STATUS', 'STORAGECLASS', 'PATH'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const fmt = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
-  console.log(`\n${fmt(head)}\n${rows.map(fmt).join('\n')}\n`);
+  console.log(`\n${table(['NAME', 'CAPACITY', 'MODE', 'RECLAIM', 'STATUS', 'STORAGECLASS', 'PATH'], pvs.map(pvRow))}\n`);
+
+  // A Pod with a claim of the WaitForFirstConsumer class: the scheduler picks the node and the
+  // PV (VolumeBinding), the PV controller binds the claim, the node agent "runs" the pod.
+  agent = startNodeAgent({ core, nodeName: NODE, namespace: 'default', run: claimWriter(core, 'hello.txt'), onError: () => undefined });
+  const claimed = performance.now();
+  await core.createNamespacedPersistentVolumeClaim({
+    namespace: 'default',
+    body: { metadata: { name: 'demo-claim' }, spec: { storageClassName: 'local-fs', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '100Mi' } } } },
+  });
+  await core.createNamespacedPod({
+    namespace: 'default',
+    body: {
+      metadata: { name: 'demo-app' },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [{ name: 'app', image: 'demo', command: ['sh', '-c', 'echo hello > /data/hello.txt'], volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'demo-claim' } }],
+      },
+    },
+  });
+  log('created PVC demo-claim (local-fs, 100Mi) and Pod demo-app using it; waiting for the scheduler');
+  const pvc = await waitFor(
+    async () => {
+      const c = await core.readNamespacedPersistentVolumeClaim({ name: 'demo-claim', namespace: 'default' });
+      return c.status?.phase === 'Bound' ? c : undefined;
+    },
+    { what: 'PVC demo-claim Bound', timeoutMs: 60_000 },
+  );
+  const boundMs = performance.now() - claimed;
+  const pod = await waitFor(
+    async () => {
+      const p = await core.readNamespacedPod({ name: 'demo-app', namespace: 'default' });
+      return p.status?.phase === 'Succeeded' ? p : undefined;
+    },
+    { what: 'Pod demo-app Succeeded', timeoutMs: 60_000 },
+  );
+  const pv = await core.readPersistentVolume({ name: pvc.spec?.volumeName ?? '' });
+  log(`PVC demo-claim Bound in ${(boundMs / 1000).toFixed(1)} s after it was created`);
+  console.log(
+    `\n${table(
+      ['PVC', 'STATUS', 'VOLUME', 'CAPACITY', 'STORAGECLASS', 'POD', 'NODE', 'POD STATUS'],
+      [[pvc.metadata?.name ?? '', pvc.status?.phase ?? '', pv.metadata?.name ?? '', pvc.status?.capacity?.['storage'] ?? '', pvc.spec?.storageClassName ?? '', 'demo-app', pod.spec?.nodeName ?? '', pod.status?.phase ?? '']],
+    )}\n`,
+  );
+  console.log(`the pod wrote ${join(pv.spec?.local?.path ?? '', 'hello.txt')}: ${readFileSync(join(pv.spec?.local?.path ?? '', 'hello.txt'), 'utf8').trim()}\n`);
   if (values.once) await cleanup(0);
   console.log(`export KUBECONFIG=${cp.adminKubeconfig}`);
   console.log(`config dir (edit it to see a hot reload): ${cfg}`);
@@ -115,4 +155,23 @@ try {
   console.error(`[demo] failed: ${(err as Error).message}`);
   if (prov) console.error(prov.logs().split('\n').slice(-20).join('\n'));
   await cleanup(1);
+}
+
+function pvRow(pv: V1PersistentVolume): string[] {
+  return [
+    pv.metadata?.name ?? '',
+    pv.spec?.capacity?.['storage'] ?? '',
+    pv.spec?.volumeMode ?? '',
+    pv.spec?.persistentVolumeReclaimPolicy ?? '',
+    pv.status?.phase ?? '',
+    pv.spec?.storageClassName ?? '',
+    pv.spec?.local?.path ?? '',
+  ];
+}
+
+/** Columns padded to their widest cell, like kubectl get. */
+function table(head: string[], rows: string[][]): string {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const fmt = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  return [fmt(head), ...rows.map(fmt)].join('\n');
 }

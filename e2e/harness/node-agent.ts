@@ -6,6 +6,8 @@
 // With a real kube-scheduler running (startControlPlane({ scheduler: true })), markNodeReady makes
 // a Node schedulable the way a kubelet and the node lifecycle controller would; pods without a
 // node are then placed by the scheduler, and the agent runs the ones placed on its node.
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 
 export const hostnameLabel = 'kubernetes.io/hostname';
@@ -215,6 +217,26 @@ export async function markNodeReady(core: CoreV1Api, name: string): Promise<V1No
     },
     setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
   );
+}
+
+/**
+ * A `run` callback standing in for a container that writes to its volume: writes
+ * "written by <pod>" to `file` in the local PV bound to the pod's first PersistentVolumeClaim
+ * (spec.local.path on this host). Fails when the pod has no claim or the claim is not bound.
+ */
+export function claimWriter(core: CoreV1Api, file = 'hello'): (pod: V1Pod) => Promise<RunResult> {
+  return async (pod) => {
+    const namespace = pod.metadata?.namespace ?? 'default';
+    const claimName = pod.spec?.volumes?.find((v) => v.persistentVolumeClaim)?.persistentVolumeClaim?.claimName;
+    if (claimName === undefined) throw new Error(`pod ${namespace}/${pod.metadata?.name ?? ''} has no PersistentVolumeClaim volume`);
+    const claim = await core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace });
+    const volumeName = claim.spec?.volumeName;
+    if (volumeName === undefined || volumeName === '') throw new Error(`PVC ${namespace}/${claimName} is not bound`);
+    const path = (await core.readPersistentVolume({ name: volumeName })).spec?.local?.path;
+    if (path === undefined) throw new Error(`PV ${volumeName} is not a local volume`);
+    await writeFile(join(path, file), `written by ${pod.metadata?.name ?? ''}\n`);
+    return { exitCode: 0 };
+  };
 }
 
 /** Creates a Node object (no kubelet behind it) labelled kubernetes.io/hostname=<name>; returns the existing one on 409. */
