@@ -2,13 +2,16 @@
 // is of a WaitForFirstConsumer class on the one node that has a matching local PV, found by the
 // real daemon on real tmpfs mounts; the PVC binds to that PV. A second, Ready node without volumes
 // is not chosen, and a Pod whose PVC no local PV can satisfy stays Pending with the scheduler's event.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CoreV1Event, V1PersistentVolume, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type CoreV1Event, type V1PersistentVolume, type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
+import { pgrep } from './harness/procs.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
 
@@ -44,10 +47,13 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
 
   beforeAll(async () => {
     await core.createNamespace({ body: { metadata: { name: namespace } } });
-    for (const n of [nodeA, nodeB]) {
-      await createNode(core, n);
-      await markNodeReady(core, n);
-    }
+    for (const n of [nodeA, nodeB]) await createNode(core, n);
+    // A taint of someone else's, which markNodeReady must keep (PreferNoSchedule: B stays a candidate).
+    await core.patchNode(
+      { name: nodeB, body: [{ op: 'add', path: '/spec/taints/-', value: { key: 'example.com/keep', effect: 'PreferNoSchedule' } }] },
+      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+    );
+    for (const n of [nodeA, nodeB]) await markNodeReady(core, n);
     await storage.createStorageClass({
       body: { metadata: { name: cls }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Retain' },
     });
@@ -95,6 +101,14 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
     await storage.deleteStorageClass({ name: cls }).catch(ignore404);
     for (const n of [nodeA, nodeB]) await core.deleteNode({ name: n }).catch(ignore404);
     host.cleanup();
+  });
+
+  it('markNodeReady: Ready with capacity, the not-ready taint gone, other taints kept', async () => {
+    const b = await core.readNode({ name: nodeB });
+    expect(b.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    expect(b.status?.allocatable?.['pods']).toBe('110');
+    expect(b.spec?.taints?.map((t) => t.key)).toEqual(['example.com/keep']);
+    expect((await core.readNode({ name: nodeA })).spec?.taints ?? []).toEqual([]);
   });
 
   it('schedules the pod onto the node with the local PV, and the PVC binds to that PV', async () => {
@@ -161,5 +175,52 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
     const c = await readClaim('too-big');
     expect(c.status?.phase).toBe('Pending');
     expect(c.metadata?.annotations?.['volume.kubernetes.io/selected-node']).toBeUndefined();
+  });
+});
+
+// `npm run demo` (scripts/demo.ts) ends with a PVC Bound to a local PV through the scheduler, and
+// Ctrl-C removes its processes, mounts, loop device and temp dirs.
+describe.skipIf(!isRoot())('npm run demo', () => {
+  it('prints the PVC Bound to a local PV by a scheduled Pod; on Ctrl-C leaves nothing behind', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'lsp-e2e-demo-')); // private TMPDIR: the demo's dirs go here
+    const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'scripts', 'demo.ts')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TMPDIR: root },
+    });
+    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      await waitFor(
+        () => {
+          if (child.exitCode !== null) throw new Error(`demo exited with ${child.exitCode}: ${err}`);
+          return out.includes('Ctrl-C to stop');
+        },
+        { what: 'the demo to print "Ctrl-C to stop"', timeoutMs: 150_000 },
+      );
+      const row = /^demo-claim\s+(\S+)\s+(local-pv-\S+)\s+\S+\s+local-fs\s+demo-app\s+demo-node\s+Succeeded$/m.exec(out);
+      expect(row?.[1], out).toBe('Bound');
+      expect(out).toMatch(/the pod wrote \S+\/hello\.txt: written by demo-app/);
+      expect(err).toMatch(/PVC demo-claim Bound in \d+\.\d s/);
+      const dirs = [...new Set(err.match(new RegExp(`${root}/lsp-[a-z]+-[A-Za-z0-9]+`, 'g')) ?? [])];
+      expect(dirs.length).toBeGreaterThanOrEqual(2); // the control plane's and the mounts'
+      expect(pgrep(root).length).toBeGreaterThanOrEqual(5); // etcd, apiserver, KCM, scheduler, provisioner
+
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+      expect(pgrep(root)).toEqual([]);
+      for (const d of dirs) expect(existsSync(d)).toBe(false);
+      expect(readFileSync('/proc/mounts', 'utf8')).not.toContain(root);
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(root);
+      expect(execFileSync('losetup', ['-a'], { encoding: 'utf8' })).not.toContain(root); // the loop device's backing file
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGINT');
+        await exited;
+      }
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
