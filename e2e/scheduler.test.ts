@@ -2,7 +2,7 @@
 // is of a WaitForFirstConsumer class on the one node that has a matching local PV, found by the
 // real daemon on real tmpfs mounts; the PVC binds to that PV. A second, Ready node without volumes
 // is not chosen, and a Pod whose PVC no local PV can satisfy stays Pending with the scheduler's event.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
-import { pgrep } from './harness/procs.ts';
+import { pgrep, runNodeScript } from './harness/procs.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
 
@@ -183,23 +183,17 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
 describe.skipIf(!isRoot())('npm run demo', () => {
   it('prints the PVC Bound to a local PV by a scheduled Pod; on Ctrl-C leaves nothing behind', async () => {
     const root = mkdtempSync(join(tmpdir(), 'lsp-e2e-demo-')); // private TMPDIR: the demo's dirs go here
-    const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'scripts', 'demo.ts')], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TMPDIR: root },
-    });
-    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const demo = runNodeScript(join(import.meta.dirname, '..', 'scripts', 'demo.ts'), [], { TMPDIR: root });
     try {
       await waitFor(
         () => {
-          if (child.exitCode !== null) throw new Error(`demo exited with ${child.exitCode}: ${err}`);
-          return out.includes('Ctrl-C to stop');
+          if (demo.child.exitCode !== null) throw new Error(`demo exited with ${demo.child.exitCode}: ${demo.stderr()}`);
+          return demo.stdout().includes('Ctrl-C to stop');
         },
         { what: 'the demo to print "Ctrl-C to stop"', timeoutMs: 150_000 },
       );
+      const out = demo.stdout();
+      const err = demo.stderr();
       const row = /^demo-claim\s+(\S+)\s+(local-pv-\S+)\s+\S+\s+local-fs\s+demo-app\s+demo-node\s+Succeeded$/m.exec(out);
       expect(row?.[1], out).toBe('Bound');
       expect(out).toMatch(/the pod wrote \S+\/hello\.txt: written by demo-app/);
@@ -208,18 +202,14 @@ describe.skipIf(!isRoot())('npm run demo', () => {
       expect(dirs.length).toBeGreaterThanOrEqual(2); // the control plane's and the mounts'
       expect(pgrep(root).length).toBeGreaterThanOrEqual(5); // etcd, apiserver, KCM, scheduler, provisioner
 
-      child.kill('SIGINT');
-      expect(await exited).toBe(0);
+      expect(await demo.interrupt()).toBe(0);
       expect(pgrep(root)).toEqual([]);
       for (const d of dirs) expect(existsSync(d)).toBe(false);
       expect(readFileSync('/proc/mounts', 'utf8')).not.toContain(root);
       expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(root);
       expect(execFileSync('losetup', ['-a'], { encoding: 'utf8' })).not.toContain(root); // the loop device's backing file
     } finally {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGINT');
-        await exited;
-      }
+      await demo.interrupt();
       rmSync(root, { recursive: true, force: true });
     }
   });

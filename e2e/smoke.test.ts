@@ -1,6 +1,6 @@
 // Smoke tests of the e2e control plane itself: each runs against the real etcd, kube-apiserver
 // and kube-controller-manager started by e2e/harness/global-setup.ts.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import {
 } from './harness/controlplane.ts';
 import { adminClients, apiStatus, clientsFor, provisionerClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
-import { pgrep } from './harness/procs.ts';
+import { pgrep, runNodeScript } from './harness/procs.ts';
 
 const admin = adminClients();
 const { core, batch, storage } = admin;
@@ -392,23 +392,15 @@ describe('npm run controlplane (e2e/harness/cli.ts)', () => {
   afterAll(() => rmSync(tmpRoot, { recursive: true, force: true }));
 
   const startCli = async (): Promise<Cli> => {
-    const child = spawn(process.execPath, [cli, '--no-controller-manager', '--no-rbac'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TMPDIR: tmpRoot },
-    });
-    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const { child, exited, stdout, stderr } = runNodeScript(cli, ['--no-controller-manager', '--no-rbac'], { TMPDIR: tmpRoot });
     const kubeconfig = await waitFor(
       () => {
-        if (child.exitCode !== null) throw new Error(`cli exited with ${child.exitCode}: ${err}`);
-        return /^export KUBECONFIG=(.+)$/m.exec(out)?.[1];
+        if (child.exitCode !== null) throw new Error(`cli exited with ${child.exitCode}: ${stderr()}`);
+        return /^export KUBECONFIG=(.+)$/m.exec(stdout())?.[1];
       },
       { what: 'the CLI to print export KUBECONFIG=...', timeoutMs: 120_000 },
     );
-    return { child, exited, kubeconfig, dir: dirname(kubeconfig), stderr: () => err };
+    return { child, exited, kubeconfig, dir: dirname(kubeconfig), stderr };
   };
 
   const ensureDead = async (c: Cli | undefined): Promise<void> => {
