@@ -4,7 +4,7 @@ import { access, chmod, copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   binaryPathFor,
@@ -17,7 +17,7 @@ import {
 } from './build.ts';
 import { freePort, tailFile } from './controlplane.ts';
 import { waitFor } from './kube.ts';
-import { podTargetsNode, terminatedStatus } from './node-agent.ts';
+import { claimWriter, podTargetsNode, readyNodeStatus, terminatedStatus } from './node-agent.ts';
 
 const dirs: string[] = [];
 async function tempDir(): Promise<string> {
@@ -185,6 +185,24 @@ describe('node agent pieces', () => {
     const bad = terminatedStatus(two, { exitCode: 2, message: 'boom' }, start, end) as { status: Record<string, unknown> };
     expect(bad.status['phase']).toBe('Failed');
     expect(bad.status['containerStatuses']).toMatchObject([{ state: { terminated: { exitCode: 2, reason: 'Error', message: 'boom' } } }, {}]);
+  });
+
+  it('reports a node Ready, without pressure, with allocatable = capacity (what the scheduler filters on)', () => {
+    const now = new Date('2026-01-01T00:00:00Z');
+    const { status } = readyNodeStatus(now) as { status: { capacity: object; allocatable: object; conditions: Array<{ type: string; status: string }> } };
+    expect(status.allocatable).toEqual(status.capacity);
+    expect(status.allocatable).toMatchObject({ pods: '110', cpu: '4', memory: '8Gi' });
+    expect(Object.fromEntries(status.conditions.map((c) => [c.type, c.status]))).toEqual({
+      Ready: 'True',
+      MemoryPressure: 'False',
+      DiskPressure: 'False',
+      PIDPressure: 'False',
+    });
+  });
+
+  it('claimWriter fails a pod without a PersistentVolumeClaim volume, naming it', async () => {
+    const run = claimWriter({} as CoreV1Api); // no API call is made for such a pod
+    await expect(run(pod({}))).rejects.toThrow('pod ns/p has no PersistentVolumeClaim volume');
   });
 });
 
