@@ -26,29 +26,49 @@ export function componentManifests(name: 'job-cleaning' | 'taint-removal'): stri
  */
 export const rbacManifests = [...baseRbacManifests, ...componentManifests('job-cleaning'), ...componentManifests('taint-removal')];
 
+export interface ApplyOptions {
+  /** `All`: the API server validates and admits each object but stores nothing. */
+  readonly dryRun?: 'All';
+  /** Field manager (default lsp-e2e-harness). */
+  readonly fieldManager?: string;
+}
+
+/** The objects (documents with a kind and a name) of a multi-document YAML text. */
+export function manifestObjects(text: string): (KubernetesObject & { kind: string; metadata: { name: string } })[] {
+  const docs = loadAllYaml(text) as (KubernetesObject | null)[];
+  return docs.filter((d): d is KubernetesObject & { kind: string; metadata: { name: string } } => d?.kind !== undefined && d.metadata?.name !== undefined);
+}
+
+const objectId = (o: KubernetesObject): string => `${o.kind ?? ''}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+/**
+ * Server-side-applies objects (creates or updates), in order; `source` names where they came from in
+ * errors. Returns "Kind/namespace/name" of what was applied.
+ */
+export async function applyObjects(kubeconfigPath: string, objects: readonly KubernetesObject[], source: string, opts: ApplyOptions = {}): Promise<string[]> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const client = KubernetesObjectApi.makeApiClient(kc);
+  const applied: string[] = [];
+  for (const spec of objects) {
+    const id = objectId(spec);
+    try {
+      await client.patch(spec, undefined, opts.dryRun, opts.fieldManager ?? 'lsp-e2e-harness', true, PatchStrategy.ServerSideApply);
+    } catch (err) {
+      throw new Error(`applying ${id} from ${source}${opts.dryRun ? ' (dry run)' : ''} failed: ${(err as Error).message}`, { cause: err });
+    }
+    applied.push(id);
+  }
+  return applied;
+}
+
 /**
  * Server-side-applies every document of every file (creates or updates), in file order.
  * Returns "Kind/namespace/name" of what was applied.
  */
 export async function applyManifests(kubeconfigPath: string, files: readonly string[] = rbacManifests): Promise<string[]> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const client = KubernetesObjectApi.makeApiClient(kc);
   const applied: string[] = [];
-  for (const file of files) {
-    const docs = loadAllYaml(await readFile(file, 'utf8')) as (KubernetesObject | null)[];
-    for (const doc of docs) {
-      if (doc?.kind === undefined || doc.metadata?.name === undefined) continue;
-      const spec = doc as KubernetesObject & { metadata: { name: string } };
-      const id = `${spec.kind}/${spec.metadata.namespace ?? ''}/${spec.metadata.name}`;
-      try {
-        await client.patch(spec, undefined, undefined, 'lsp-e2e-harness', true, PatchStrategy.ServerSideApply);
-      } catch (err) {
-        throw new Error(`applying ${id} from ${file} failed: ${(err as Error).message}`, { cause: err });
-      }
-      applied.push(id);
-    }
-  }
+  for (const file of files) applied.push(...(await applyObjects(kubeconfigPath, manifestObjects(await readFile(file, 'utf8')), file)));
   return applied;
 }
 
@@ -59,13 +79,10 @@ export async function deleteManifests(kubeconfigPath: string, files: readonly st
   const client = KubernetesObjectApi.makeApiClient(kc);
   const deleted: string[] = [];
   for (const file of [...files].reverse()) {
-    const docs = (loadAllYaml(await readFile(file, 'utf8')) as (KubernetesObject | null)[]).reverse();
-    for (const doc of docs) {
-      if (doc?.kind === undefined || doc.metadata?.name === undefined) continue;
-      const spec = doc as KubernetesObject & { metadata: { name: string } };
+    for (const spec of manifestObjects(await readFile(file, 'utf8')).reverse()) {
       try {
         await client.delete(spec);
-        deleted.push(`${spec.kind}/${spec.metadata.namespace ?? ''}/${spec.metadata.name}`);
+        deleted.push(objectId(spec));
       } catch (err) {
         if ((err as { code?: number }).code !== 404) throw err;
       }
