@@ -3,8 +3,18 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { KubeConfig, KubernetesObjectApi, PatchStrategy, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
+import {
+  HttpMethod,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  ServerConfiguration,
+  createConfiguration,
+  type KubernetesObject,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
 
 export const deploymentDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deployment', 'kubernetes');
 
@@ -33,27 +43,64 @@ export interface ApplyOptions {
   readonly fieldManager?: string;
 }
 
-/** The objects (documents with a kind and a name) of a multi-document YAML text. */
+/**
+ * The objects (documents with a kind and a name) of a multi-document YAML text, as plain data: every field as
+ * written, unknown ones included (client-node's loadAllYaml would drop fields its models do not know).
+ */
 export function manifestObjects(text: string): (KubernetesObject & { kind: string; metadata: { name: string } })[] {
-  const docs = loadAllYaml(text) as (KubernetesObject | null)[];
+  const docs = parseAllDocuments(text).map((d) => {
+    if (d.errors.length) throw new Error(`invalid YAML: ${d.errors[0]?.message ?? ''}`);
+    return d.toJS() as KubernetesObject | null;
+  });
   return docs.filter((d): d is KubernetesObject & { kind: string; metadata: { name: string } } => d?.kind !== undefined && d.metadata?.name !== undefined);
 }
 
 const objectId = (o: KubernetesObject): string => `${o.kind ?? ''}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
 /**
- * Server-side-applies objects (creates or updates), in order; `source` names where they came from in
- * errors. Returns "Kind/namespace/name" of what was applied.
+ * Server-side applies objects exactly as given, with fieldValidation=Strict: an unknown or duplicate field is an
+ * error, as with `kubectl apply`. (KubernetesObjectApi serialises built-in kinds through its models, which drops
+ * unknown fields before the API server can see them; a middleware puts the object's own JSON back as the body.)
+ */
+class StrictApplier {
+  #body = '';
+  readonly #client: KubernetesObjectApi;
+
+  constructor(kubeconfigPath: string) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfigPath);
+    const server = kc.getCurrentCluster()?.server;
+    if (server === undefined) throw new Error(`${kubeconfigPath} has no current cluster`);
+    const pre = (ctx: RequestContext): Promise<RequestContext> => {
+      if (ctx.getHttpMethod() === HttpMethod.PATCH) {
+        ctx.setQueryParam('fieldValidation', 'Strict');
+        ctx.setBody(this.#body);
+      }
+      return Promise.resolve(ctx);
+    };
+    const post = (rsp: ResponseContext): Promise<ResponseContext> => Promise.resolve(rsp);
+    this.#client = new KubernetesObjectApi(
+      createConfiguration({ baseServer: new ServerConfiguration(server, {}), authMethods: { default: kc }, promiseMiddleware: [{ pre, post }] }),
+    );
+  }
+
+  async apply(spec: KubernetesObject, opts: ApplyOptions): Promise<void> {
+    this.#body = JSON.stringify(spec);
+    await this.#client.patch(spec, undefined, opts.dryRun, opts.fieldManager ?? 'lsp-e2e-harness', true, PatchStrategy.ServerSideApply);
+  }
+}
+
+/**
+ * Server-side-applies objects (creates or updates), in order, strictly (StrictApplier); `source` names where they
+ * came from in errors. Returns "Kind/namespace/name" of what was applied.
  */
 export async function applyObjects(kubeconfigPath: string, objects: readonly KubernetesObject[], source: string, opts: ApplyOptions = {}): Promise<string[]> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const client = KubernetesObjectApi.makeApiClient(kc);
+  const applier = new StrictApplier(kubeconfigPath);
   const applied: string[] = [];
   for (const spec of objects) {
     const id = objectId(spec);
     try {
-      await client.patch(spec, undefined, opts.dryRun, opts.fieldManager ?? 'lsp-e2e-harness', true, PatchStrategy.ServerSideApply);
+      await applier.apply(spec, opts);
     } catch (err) {
       throw new Error(`applying ${id} from ${source}${opts.dryRun ? ' (dry run)' : ''} failed: ${(err as Error).message}`, { cause: err });
     }
