@@ -3,6 +3,7 @@
 // JOB_CONTAINER_IMAGE, every object carries app.kubernetes.io/name, the ConfigMap is a valid config whose
 // discovery dirs the DaemonSet mounts, the metrics Service and ServiceMonitor point at real ports, and the
 // API server accepts every object (server-side apply, dryRun=All).
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -164,6 +165,13 @@ const serviceMonitorCrd = {
 
 const kubeconfig = (): string => inject('kubeconfig');
 
+/** The kustomization.yaml texts of a Markdown page: its ```yaml blocks of kind Kustomization, dedented. */
+function docOverlays(md: string): string[] {
+  return [...md.matchAll(/^( *)```yaml\n([\s\S]*?)^ *```/gm)]
+    .map((m) => (m[2] ?? '').split('\n').map((l) => l.slice((m[1] ?? '').length)).join('\n'))
+    .filter((t) => /^kind: Kustomization$/m.test(t));
+}
+
 describe('kustomize: base, components and the example overlay', () => {
   const rendered = new Map<string, Obj[]>();
   let crdCreated = false;
@@ -252,6 +260,24 @@ describe('kustomize: base, components and the example overlay', () => {
     for (const [name, objs] of rendered) {
       const applied = await applyObjects(kubeconfig(), objs, `kustomize build of ${name}`, { dryRun: 'All', fieldManager: 'lsp-e2e-kustomize' });
       expect(applied).toHaveLength(objs.length);
+    }
+  });
+
+  it('the overlays shown in docs/*.md render and are accepted (dryRun=All)', async () => {
+    const docsDir = resolve(deploymentDir, '..', '..', 'docs');
+    const overlays = readdirSync(docsDir)
+      .filter((f) => f.endsWith('.md'))
+      .flatMap((f) => docOverlays(readFileSync(join(docsDir, f), 'utf8')).map((text, i) => ({ name: `${f}#${String(i + 1)}`, text })));
+    expect(overlays.map((o) => o.name)).toEqual(expect.arrayContaining(['deployment.md#1', 'getting-started.md#1', 'upgrading.md#1']));
+    for (const o of overlays) {
+      const dir = join(scratch, 'docs', o.name.replace('#', '-'));
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, 'kustomization.yaml'), o.text.replaceAll('../local-static-provisioner/deployment/kubernetes', relative(dir, deploymentDir)));
+      const objs = manifestObjects(await kustomizeBuild(kustomize, dir)) as Obj[];
+      const image = provisioner(objs).image ?? '';
+      expect(provisioner(objs).env?.find((e) => e.name === 'JOB_CONTAINER_IMAGE')?.value, o.name).toBe(image);
+      expect(objs.filter((x) => !x.metadata.labels?.[NAME_LABEL]).map((x) => `${o.name}: ${x.kind}/${x.metadata.name}`)).toEqual([]);
+      await applyObjects(kubeconfig(), objs, `the overlay in docs/${o.name}`, { dryRun: 'All', fieldManager: 'lsp-e2e-kustomize' });
     }
   });
 
