@@ -63,6 +63,18 @@ const classes = (objs: Obj[]): ProvisionerConfig['storageClassMap'] => {
   return r.config.storageClassMap;
 };
 
+/** Each class's discovery dir is visible in the container, from its hostDir, with HostToContainer propagation. */
+function checkMounts(objs: Obj[]): void {
+  const ds = podSpec(one(objs, 'DaemonSet', 'local-volume-provisioner'));
+  for (const [name, cls] of Object.entries(classes(objs))) {
+    const mount = provisioner(objs).volumeMounts?.find((m) => cls.mountDir === m.mountPath || cls.mountDir.startsWith(`${m.mountPath}/`));
+    expect(mount, `class ${name}: no volumeMount covers mountDir ${cls.mountDir}`).toBeDefined();
+    expect(mount?.mountPropagation, `class ${name}`).toBe('HostToContainer');
+    const hostPath = ds.volumes?.find((v) => v.name === mount?.name)?.hostPath?.path;
+    expect(hostPath && join(hostPath, relative(mount?.mountPath ?? '', cls.mountDir)), `class ${name}: hostPath behind ${cls.mountDir}`).toBe(cls.hostDir);
+  }
+}
+
 /** The checks every rendering must pass. */
 function checkCommon(objs: Obj[], image: string): void {
   expect(objs.length).toBeGreaterThan(0);
@@ -75,16 +87,8 @@ function checkCommon(objs: Obj[], image: string): void {
   }
   const env = provisioner(objs).env?.find((e) => e.name === 'JOB_CONTAINER_IMAGE');
   expect(env?.value).toBe(image);
-  // Each class's discovery dir is visible in the container, from its hostDir, with HostToContainer propagation.
-  const ds = podSpec(one(objs, 'DaemonSet', 'local-volume-provisioner'));
-  for (const [name, cls] of Object.entries(classes(objs))) {
-    const mount = provisioner(objs).volumeMounts?.find((m) => cls.mountDir === m.mountPath || cls.mountDir.startsWith(`${m.mountPath}/`));
-    expect(mount, `class ${name}: no volumeMount covers mountDir ${cls.mountDir}`).toBeDefined();
-    expect(mount?.mountPropagation, `class ${name}`).toBe('HostToContainer');
-    const hostPath = ds.volumes?.find((v) => v.name === mount?.name)?.hostPath?.path;
-    expect(hostPath && join(hostPath, relative(mount?.mountPath ?? '', cls.mountDir)), `class ${name}: hostPath behind ${cls.mountDir}`).toBe(cls.hostDir);
-    expect(find(objs, 'StorageClass', name), `StorageClass ${name}`).toHaveLength(1);
-  }
+  checkMounts(objs);
+  for (const name of Object.keys(classes(objs))) expect(find(objs, 'StorageClass', name), `StorageClass ${name}`).toHaveLength(1);
   // The metrics Service selects the DaemonSet's pods on the port the daemon listens on.
   const svc = one(objs, 'Service', 'local-volume-provisioner')['spec'] as { selector: Record<string, string>; ports: { name: string; port: number; targetPort: string }[] };
   const podLabels = (one(objs, 'DaemonSet', 'local-volume-provisioner')['spec'] as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
@@ -210,12 +214,14 @@ describe('kustomize: base, components and the example overlay', () => {
     checkCommon(objs, DEFAULT_IMAGE);
     expect(find(objs, 'Role')).toEqual([]); // no Jobs without job-cleaning
     expect(find(objs, 'ServiceMonitor')).toEqual([]);
-    expect(configData(objs)['useJobForCleaning']).toBe('no');
+    const cfg = parseConfig(configData(objs));
+    expect(cfg.ok && cfg.config.useJobForCleaning).toBe(false);
   });
 
   it('each component adds what it says and keeps the rest', () => {
     const get = (n: string): Obj[] => rendered.get(n) ?? [];
-    expect(configData(get('job-cleaning'))['useJobForCleaning']).toBe('true');
+    const jobCfg = parseConfig(configData(get('job-cleaning')));
+    expect(jobCfg.ok && jobCfg.config.useJobForCleaning).toBe(true);
     expect(find(get('job-cleaning'), 'Role', 'local-volume-provisioner-jobs-role')).toHaveLength(1);
 
     const taint = configData(get('taint-removal'))['provisionerNotReadyNodeTaintKey'];
@@ -277,6 +283,7 @@ describe('kustomize: base, components and the example overlay', () => {
       const image = provisioner(objs).image ?? '';
       expect(provisioner(objs).env?.find((e) => e.name === 'JOB_CONTAINER_IMAGE')?.value, o.name).toBe(image);
       expect(objs.filter((x) => !x.metadata.labels?.[NAME_LABEL]).map((x) => `${o.name}: ${x.kind}/${x.metadata.name}`)).toEqual([]);
+      checkMounts(objs);
       await applyObjects(kubeconfig(), objs, `the overlay in docs/${o.name}`, { dryRun: 'All', fieldManager: 'lsp-e2e-kustomize' });
     }
   });
