@@ -3,7 +3,7 @@
 // examples/namespace-pod-security.yaml says; and docs/getting-started.md's embedded-plane path works: with the
 // Immediate class of examples/immediate-binding.yaml the claim binds to a PV the daemon made, and a deleted
 // claim's volume is cleaned and offered again.
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { KubernetesObject, V1PodSpec } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -80,15 +80,23 @@ describe.skipIf(!isRoot())('getting started on the embedded control plane (docs/
   const sc = objs.find((o) => o.kind === 'StorageClass');
   const claim = objs.find((o) => o.kind === 'PersistentVolumeClaim');
   let prov: ProvisionerProcess | undefined;
+  let configDir = '';
+  const demoClasses: string[] = [];
 
   beforeAll(async () => {
     await core.createNamespace({ body: { metadata: { name: ns } } });
     await createNode(core, node);
-    const dir = host.mkdir('immediate');
-    host.tmpfs(64, 'immediate', 'vol1');
+    // As in `npm run demo`: the daemon runs with a class of its own (WaitForFirstConsumer) ...
+    const demoClass = uniqueName('gs-demo-fs');
+    await storage.createStorageClass({
+      body: { metadata: { name: demoClass }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
+    });
+    demoClasses.push(demoClass);
+    const demoDir = host.mkdir('disks', 'fs');
     const cfg = host.mkdir('config');
-    writeFileSync(join(cfg, 'storageClassMap'), `${sc?.metadata.name ?? ''}:\n  hostDir: ${dir}\n  mountDir: ${dir}\n`);
+    writeFileSync(join(cfg, 'storageClassMap'), `${demoClass}:\n  hostDir: ${demoDir}\n  mountDir: ${demoDir}\n`);
     writeFileSync(join(cfg, 'useNodeNameOnly'), 'true\n');
+    configDir = cfg;
     prov = startProvisioner({
       configDir: cfg,
       nodeName: node,
@@ -103,15 +111,19 @@ describe.skipIf(!isRoot())('getting started on the embedded control plane (docs/
     await prov?.stop();
     await core.deleteNamespace({ name: ns }).catch(() => undefined);
     await core.deletePersistentVolume({ name: generatePVName('vol1', node, sc?.metadata.name ?? '') }).catch(() => undefined);
-    if (sc) await storage.deleteStorageClass({ name: sc.metadata.name }).catch(() => undefined);
+    for (const c of [...demoClasses, ...(sc ? [sc.metadata.name] : [])]) await storage.deleteStorageClass({ name: c }).catch(() => undefined);
     await core.deleteNode({ name: node }).catch(() => undefined);
     host.cleanup();
   });
 
-  it('an Immediate class binds the claim to the daemon\'s PV; a deleted claim\'s volume is cleaned and offered again', async () => {
+  it('an Immediate class added to the running config binds the claim to the daemon\'s PV; a deleted claim\'s volume is cleaned and offered again', async () => {
     if (!sc || !claim) throw new Error('examples/immediate-binding.yaml needs a StorageClass and a PersistentVolumeClaim');
     expect((sc as Obj & { volumeBindingMode?: string }).volumeBindingMode).toBe('Immediate');
+    // ... then the steps of the page: the example applied, a tmpfs mounted, the class appended to the running config.
     await applyObjects(inject('kubeconfig'), into(objs, ns), 'examples/immediate-binding.yaml');
+    const dir = host.mkdir('immediate');
+    host.tmpfs(64, 'immediate', 'vol1');
+    appendFileSync(join(configDir, 'storageClassMap'), `${sc.metadata.name}:\n  hostDir: ${dir}\n  mountDir: ${dir}\n`);
     const pvName = generatePVName('vol1', node, sc.metadata.name);
     const bound = await waitFor(
       async () => {
