@@ -132,7 +132,7 @@ beforeEach(async () => {
   informer = createInformer(kube, 'persistentvolumes', { filter: (pv) => pvOnThisNode(pv, { name: 'test-node', uid: 'node-uid-1' }) });
   informer.start();
   await informer.waitForSync();
-  cache = new PVCache({ informer, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+  cache = new PVCache({ informer, node: { name: 'test-node', uid: 'node-uid-1' } });
   events = new EventLog();
   tracker = new Tracker();
   classes = new MapStore();
@@ -215,7 +215,7 @@ describe('Discoverer', () => {
       waitForSync: () => Promise.resolve(),
       on: () => () => undefined,
     };
-    const lagging = new PVCache({ informer: silent, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+    const lagging = new PVCache({ informer: silent, node: { name: 'test-node', uid: 'node-uid-1' } });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: lagging });
     expect((await d.discover()).created).toHaveLength(2);
     const before = kube.requests.length;
