@@ -17,12 +17,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
 import { adminClients, apiStatus, serviceAccountKubeconfig, uniqueName, waitFor } from './harness/kube.ts';
+import { freePort } from './harness/controlplane.ts';
 import { applyManifests, deleteManifests } from './harness/manifests.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { onFailureRunner, reapPods, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { allZero, applyConfig, bindPV, fillDevice, hostJobRunner } from './support/hot-reload.ts';
-import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
+import { metricValue, startNodeCleanup, type ProvisionerProcess } from './support/provisioner.ts';
 import { parseConfig } from '../src/config/parse.ts';
 
 const repo = resolve(import.meta.dirname, '..');
@@ -261,12 +262,13 @@ describe('helm lint and helm template', () => {
  * Jobs Role the only one allowed is the single Jobs list the daemon makes at start to find Jobs of an
  * earlier configuration (useJobForCleaning off: it then follows none; e2e/rbac.test.ts).
  */
-function deniedRequests(metrics: string): string[] {
+function deniedRequests(metrics: string, prefix = 'local_volume_provisioner_'): string[] {
   const out: string[] = [];
+  const name = `${prefix}kube_requests_total`;
   for (const line of metrics.split('\n')) {
-    if (!line.startsWith('local_volume_provisioner_kube_requests_total{') || !line.includes('code="403"')) continue;
+    if (!line.startsWith(`${name}{`) || !line.includes('code="403"')) continue;
     const label = (k: string): string => new RegExp(`${k}="([^"]*)"`).exec(line)?.[1] ?? '';
-    const n = metricValue(line, 'local_volume_provisioner_kube_requests_total');
+    const n = metricValue(line, name);
     if (n > 0) out.push(`${n} ${label('verb')} ${label('resource')}`);
   }
   return out;
@@ -284,6 +286,7 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
     const createdClasses: string[] = [];
     let prov: ProvisionerProcess | undefined;
     let agent: NodeAgent | undefined;
+    let cleaner: ProvisionerProcess | undefined;
     try {
       await core.createNamespace({ body: { metadata: { name: ns } } });
       const r = await render(release, ns, values);
@@ -300,21 +303,9 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
 
       const { files, classNames, devices, entries } = await hostVolumes(host, r, createdClasses);
 
-      if (r.hasJobsRole) {
-        // The kubelet's part for the cleanup Jobs: run each Job pod's command on this host.
-        const runner = onFailureRunner({ core, exec: hostJobRunner([]) });
-        agent = startNodeAgent({ core, nodeName: node, namespace: ns, run: runner, onError: (err) => void err });
-      }
+      agent = r.hasJobsRole ? jobAgent(node, ns) : undefined;
 
-      // The identity the rendering created (ServiceAccount + its bindings), and its DaemonSet's flags and env.
-      const sa = r.daemonSet.spec!.template.spec!.serviceAccountName!;
-      expect(r.all('ServiceAccount').map((a) => a.metadata?.name)).toContain(sa);
-      const kubeconfig = await serviceAccountKubeconfig(admin, ns, sa, host.path('sa.kubeconfig'));
-      const ownFlags = /^--(listen-address|config-dir|discovery-period|config-sync-period)=/;
-      const args = (r.container.args ?? []).filter((a) => !ownFlags.test(a));
-      const jobImage = r.container.env?.find((e) => e.name === 'JOB_CONTAINER_IMAGE')?.value ?? '';
-      expect(jobImage).toBe(r.container.image);
-      prov = await startDaemon(host, { nodeName: node, files, kubeconfig, namespace: ns, args, env: { JOB_CONTAINER_IMAGE: jobImage } });
+      prov = await startRenderedDaemon(r, { node, ns, host, files });
 
       // discovery: one PV per class
       const pvs = await waitFor(
@@ -344,7 +335,16 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
         await waitFor(async () => ((await core.readNode({ name: node })).spec?.taints ?? []).length === 0, { what: `the taint ${taintKey} to be removed` });
       }
       expect(deniedRequests(await prov.metrics())).toEqual(r.hasJobsRole ? [] : ['1 list jobs']);
+
+      // the node-cleanup controller, when rendered: its own identity is enough to sync its caches
+      const dep = r.all<V1Deployment>('Deployment')[0];
+      if (dep !== undefined) {
+        cleaner = await startRenderedNodeCleanup(dep, ns, host);
+        await waitFor(() => cleaner!.ready(), { what: 'node-cleanup to be ready (caches synced)' });
+        expect(deniedRequests(await cleaner.metrics(), 'local_volume_node_cleanup_')).toEqual([]);
+      }
     } finally {
+      await cleaner?.stop();
       await agent?.stop();
       await prov?.stop();
       await cleanupCase(ns, node, manifest, createdClasses, provisionedBy(node));
@@ -352,6 +352,33 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
     }
   }, 240_000);
 });
+
+/** Runs the daemon as the ServiceAccount the rendering created (so with its RBAC), with its DaemonSet's flags and env. */
+async function startRenderedDaemon(r: Rendering, o: { node: string; ns: string; host: HostFixtures; files: Record<string, string> }): Promise<ProvisionerProcess> {
+  const sa = r.daemonSet.spec!.template.spec!.serviceAccountName!;
+  expect(r.all('ServiceAccount').map((a) => a.metadata?.name)).toContain(sa);
+  const kubeconfig = await serviceAccountKubeconfig(admin, o.ns, sa, o.host.path('sa.kubeconfig'));
+  // (the test's own listen address, config dir and short periods)
+  const ownFlags = /^--(listen-address|config-dir|discovery-period|config-sync-period)=/;
+  const args = (r.container.args ?? []).filter((a) => !ownFlags.test(a));
+  const jobImage = r.container.env?.find((e) => e.name === 'JOB_CONTAINER_IMAGE')?.value;
+  expect(jobImage).toBe(r.container.image);
+  return startDaemon(o.host, { nodeName: o.node, files: o.files, kubeconfig, namespace: o.ns, args, env: { JOB_CONTAINER_IMAGE: jobImage ?? '' } });
+}
+
+/** The kubelet's part for the cleanup Jobs: runs each Job pod's command on this host. */
+function jobAgent(node: string, ns: string): NodeAgent {
+  const runner = onFailureRunner({ core, exec: hostJobRunner([]) });
+  return startNodeAgent({ core, nodeName: node, namespace: ns, run: runner, onError: (err) => void err });
+}
+
+/** Runs local-volume-node-cleanup as the rendered Deployment's ServiceAccount, with its flags. */
+async function startRenderedNodeCleanup(dep: V1Deployment, ns: string, host: HostFixtures): Promise<ProvisionerProcess> {
+  const pod = dep.spec!.template.spec!;
+  const kubeconfig = await serviceAccountKubeconfig(admin, ns, pod.serviceAccountName!, host.path('node-cleanup.kubeconfig'));
+  const args = (pod.containers[0]?.args ?? []).filter((a) => !a.startsWith('--listen-address='));
+  return startNodeCleanup({ kubeconfig, port: await freePort(), logFile: host.path('node-cleanup.log'), args });
+}
 
 /** Fills the volume of a PV of a Delete class, releases it, and checks it comes back empty; returns the rediscovered PV. */
 async function releaseAndExpectClean(
