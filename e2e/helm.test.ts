@@ -183,10 +183,11 @@ describe('helm lint and helm template', () => {
     expect(pod.spec?.affinity?.nodeAffinity).toBeDefined();
     expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(['provisioner-config', 'provisioner-dev', 'fast-disks', 'retained-disks', 'signal']);
     expect(r.daemonSet.spec?.updateStrategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 2 } });
-    const classes = r.all<V1StorageClass>('StorageClass').map((c) => [c.metadata?.name, c.reclaimPolicy, c.volumeBindingMode, c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class']]);
+    // (provisioner, reclaimPolicy, volumeBindingMode are immutable: the Go chart's values, so an upgrade keeps them)
+    const classes = r.all<V1StorageClass>('StorageClass').map((c) => [c.metadata?.name, c.provisioner, c.reclaimPolicy, c.volumeBindingMode, c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class']]);
     expect(classes).toEqual([
-      ['fast-disks', 'Delete', 'WaitForFirstConsumer', 'true'],
-      ['retained-disks', 'Retain', 'WaitForFirstConsumer', undefined],
+      ['fast-disks', 'kubernetes.io/no-provisioner', 'Delete', 'WaitForFirstConsumer', 'true'],
+      ['retained-disks', 'kubernetes.io/no-provisioner', 'Retain', 'WaitForFirstConsumer', undefined],
     ]);
     expect(r.all('StorageClass')[0]).toMatchObject({ allowedTopologies: [{ matchLabelExpressions: [{ key: 'topology.kubernetes.io/zone', values: ['zone-a'] }] }] });
     expect(r.one('ServiceMonitor')).toMatchObject({ metadata: { labels: { release: 'prometheus' } }, spec: { endpoints: [{ port: 'metrics', interval: '30s' }] } });
