@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { AppsV1Api } from '@kubernetes/client-node';
 import type { KubernetesObject, V1ClusterRole, V1Container, V1ConfigMap, V1DaemonSet, V1Deployment, V1PersistentVolume, V1Role, V1StorageClass, V1Taint, V1Toleration, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
@@ -271,6 +272,11 @@ describe('helm lint and helm template', () => {
     const classVolume = (name: string, path: string) => ({ name, hostPath: { path } });
     const classMount = (name: string, mountPath: string) => ({ name, mountPath, mountPropagation: 'HostToContainer' });
     const storageClassMap = (r: Rendering): unknown => parseYaml(r.configData['storageClassMap'] ?? '');
+    /** The API server accepts the rendered DaemonSet as is (dryRun=All: volumes, mounts, propagation). */
+    const expectApiAccepts = async (r: Rendering): Promise<void> => {
+      const body = { ...r.daemonSet, metadata: { ...r.daemonSet.metadata, namespace: 'default' } };
+      await admin.kc.makeApiClient(AppsV1Api).createNamespacedDaemonSet({ namespace: 'default', body, dryRun: 'All' });
+    };
 
     it('the defaults: a single discovery-root volume, and the default class fast-disks is a directory under it', async () => {
       const r = await render('rel', 'storage', undefined);
@@ -304,6 +310,7 @@ describe('helm lint and helm template', () => {
       // under the root but seen elsewhere in the container: the root's mount does not show it there
       const moved = await renderWith({ classes: [{ name: 'moved', hostDir: '/mnt/disks/moved', mountDir: '/data/moved' }] });
       expect(moved.diskVolumes).toEqual({ volumes: [rootVolume, classVolume('moved', '/mnt/disks/moved')], mounts: [rootMount, classMount('moved', '/data/moved')] });
+      await expectApiAccepts(moved);
       // a sibling whose name only starts like the root is outside it
       const sibling = await renderWith({ classes: [{ name: 'other', hostDir: '/mnt/disks-other' }] });
       expect(sibling.diskVolumes.volumes).toEqual([rootVolume, classVolume('other', '/mnt/disks-other')]);
@@ -322,6 +329,7 @@ describe('helm lint and helm template', () => {
         volumes: [rootVolume, classVolume('a', '/mnt/shared')],
         mounts: [rootMount, classMount('a', '/mnt/shared'), classMount('a', '/mnt/shared-c')],
       });
+      await expectApiAccepts(shared);
       expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/x' }, { name: 'b', hostDir: '/mnt/b', mountDir: '/mnt/x' }] })).toMatch(
         /classes\[1\] \(b\): mountDir \/mnt\/x is already where \/mnt\/a is mounted/,
       );
