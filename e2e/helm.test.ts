@@ -12,7 +12,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { KubernetesObject, V1ClusterRole, V1Container, V1ConfigMap, V1DaemonSet, V1Deployment, V1PersistentVolume, V1Role, V1StorageClass, V1Taint, V1Toleration } from '@kubernetes/client-node';
+import { AppsV1Api } from '@kubernetes/client-node';
+import type { KubernetesObject, V1ClusterRole, V1Container, V1ConfigMap, V1DaemonSet, V1Deployment, V1PersistentVolume, V1Role, V1StorageClass, V1Taint, V1Toleration, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
@@ -81,6 +82,12 @@ class Rendering {
     const role = this.all<V1ClusterRole>('ClusterRole').find((r) => r.metadata?.name?.endsWith('-node-clusterrole'));
     return role?.rules?.find((r) => r.resources?.includes('nodes'))?.verbs ?? [];
   }
+  /** The hostPath volumes for volume discovery (all but /dev), and where the container mounts them. */
+  get diskVolumes(): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
+    const volumes = (this.daemonSet.spec!.template.spec!.volumes ?? []).filter((v) => v.hostPath !== undefined && v.hostPath.path !== '/dev');
+    const names = new Set(volumes.map((v) => v.name));
+    return { volumes, mounts: (this.container.volumeMounts ?? []).filter((m) => names.has(m.name)) };
+  }
   get hasJobsRole(): boolean {
     return this.all<V1Role>('Role').some((r) => r.rules?.some((rule) => rule.resources?.includes('jobs')));
   }
@@ -95,11 +102,19 @@ async function render(release: string, namespace: string, values: string | undef
   return new Rendering(docs.filter((d): d is KubernetesObject => d !== null));
 }
 
+/** A values file in the scratch dir. */
+function valuesFile(values: Record<string, unknown>): string {
+  const file = join(scratch, `${uniqueName('values')}.yaml`);
+  writeFileSync(file, stringify(values));
+  return file;
+}
+
+/** `helm template` of the defaults plus these values. */
+const renderWith = (values: Record<string, unknown>): Promise<Rendering> => render('rel', 'storage', undefined, ['-f', valuesFile(values)]);
+
 /** helm template that must fail; returns its message. */
 async function renderFails(values: Record<string, unknown>): Promise<string> {
-  const file = join(scratch, `${uniqueName('bad')}.yaml`);
-  writeFileSync(file, stringify(values));
-  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', file], scratch);
+  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', valuesFile(values)], scratch);
   expect(r.code, `helm template should fail for ${JSON.stringify(values)}`).not.toBe(0);
   return r.stderr;
 }
@@ -169,7 +184,8 @@ describe('helm lint and helm template', () => {
     expect(r.container.securityContext).toEqual({ privileged: true, allowPrivilegeEscalation: true });
     expect(r.container.resources).toEqual({ limits: { memory: '512Mi', cpu: '1000m' }, requests: { memory: '32Mi', cpu: '10m' } });
     expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60 });
-    expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/fast-disks', '/mnt/retained-disks', '/etc/signal']);
+    // the discovery root is mounted too (ours); the Go chart's class dirs outside it keep their volumes
+    expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks', '/mnt/retained-disks', '/etc/signal']);
     const pod = r.daemonSet.spec!.template;
     expect(pod.metadata?.labels).toEqual({ 'app.kubernetes.io/name': 'local-static-provisioner', 'app.kubernetes.io/instance': 'rel', 'example.com/tier': 'node' });
     expect(pod.metadata?.annotations).toEqual({ 'example.com/team': 'storage' }); // no checksum/config: hot reload
@@ -181,7 +197,7 @@ describe('helm lint and helm template', () => {
       initContainers: [{ name: 'init' }],
     });
     expect(pod.spec?.affinity?.nodeAffinity).toBeDefined();
-    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(['provisioner-config', 'provisioner-dev', 'fast-disks', 'retained-disks', 'signal']);
+    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(['provisioner-config', 'provisioner-dev', 'discovery-root', 'fast-disks', 'retained-disks', 'signal']);
     expect(r.daemonSet.spec?.updateStrategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 2 } });
     // (provisioner, reclaimPolicy, volumeBindingMode are immutable: the Go chart's values, so an upgrade keeps them)
     const classes = r.all<V1StorageClass>('StorageClass').map((c) => [c.metadata?.name, c.provisioner, c.reclaimPolicy, c.volumeBindingMode, c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class']]);
@@ -248,6 +264,79 @@ describe('helm lint and helm template', () => {
     expect(defaults.all('Deployment')).toEqual([]);
     expect(defaults.all('Service')).toEqual([]);
     expect(defaults.container.args).toEqual(['--listen-address=:8080', '--config-dir=/etc/provisioner/config', '--hot-reload=true', '--config-watch=true', '--config-sync-period=5s', '--discovery-period=10s']);
+  });
+
+  describe('one discovery root (docs/helm.md): mounted once, classes under it need no volume of their own', () => {
+    const rootVolume = { name: 'discovery-root', hostPath: { path: '/mnt/disks', type: 'DirectoryOrCreate' } };
+    const rootMount = { name: 'discovery-root', mountPath: '/mnt/disks', mountPropagation: 'HostToContainer' };
+    const classVolume = (name: string, path: string) => ({ name, hostPath: { path } });
+    const classMount = (name: string, mountPath: string) => ({ name, mountPath, mountPropagation: 'HostToContainer' });
+    const storageClassMap = (r: Rendering): unknown => parseYaml(r.configData['storageClassMap'] ?? '');
+    /** The API server accepts the rendered DaemonSet as is (dryRun=All: volumes, mounts, propagation). */
+    const expectApiAccepts = async (r: Rendering): Promise<void> => {
+      const body = { ...r.daemonSet, metadata: { ...r.daemonSet.metadata, namespace: 'default' } };
+      await admin.kc.makeApiClient(AppsV1Api).createNamespacedDaemonSet({ namespace: 'default', body, dryRun: 'All' });
+    };
+
+    it('the defaults: a single discovery-root volume, and the default class fast-disks is a directory under it', async () => {
+      const r = await render('rel', 'storage', undefined);
+      expect(r.diskVolumes).toEqual({ volumes: [rootVolume], mounts: [rootMount] });
+      expect(storageClassMap(r)).toEqual({ 'fast-disks': expect.objectContaining({ hostDir: '/mnt/disks/fast-disks', mountDir: '/mnt/disks/fast-disks' }) });
+    });
+
+    it('an upstream values file with hostDirs outside the root keeps a volume per class, mounted at its mountDir', async () => {
+      const r = await render('rel', 'storage', 'upstream-keys.yaml');
+      expect(r.diskVolumes).toEqual({
+        volumes: [rootVolume, classVolume('fast-disks', '/mnt/fast-disks'), classVolume('retained-disks', '/mnt/retained-disks')],
+        mounts: [rootMount, classMount('fast-disks', '/mnt/fast-disks'), classMount('retained-disks', '/mnt/retained-disks')],
+      });
+      // the Go chart's own default class (its values.yaml: fast-disks on /mnt/fast-disks), and no root at all
+      const goDefault = await renderWith({ discoveryRoot: '', classes: [{ name: 'fast-disks', hostDir: '/mnt/fast-disks' }] });
+      expect(goDefault.diskVolumes).toEqual({ volumes: [classVolume('fast-disks', '/mnt/fast-disks')], mounts: [classMount('fast-disks', '/mnt/fast-disks')] });
+      expect((await renderWith({ discoveryRoot: null })).diskVolumes).toEqual({ volumes: [classVolume('fast-disks', '/mnt/disks/fast-disks')], mounts: [classMount('fast-disks', '/mnt/disks/fast-disks')] });
+    });
+
+    it('a class added under the root renders no volume: the pod template stays the same (no restart, the ConfigMap is hot-reloaded)', async () => {
+      const before = await render('rel', 'storage', undefined);
+      const after = await renderWith({
+        classes: [
+          { name: 'fast-disks', hostDir: '/mnt/disks/fast-disks' },
+          { name: 'slow-disks', hostDir: '/mnt/disks/slow-disks/', mountDir: '/mnt/disks/slow-disks' },
+          { name: 'local-block', hostDir: '/mnt/disks/local-block', volumeMode: 'Block' },
+        ],
+      });
+      expect(Object.keys(storageClassMap(after) as object)).toEqual(['fast-disks', 'local-block', 'slow-disks']);
+      expect(after.daemonSet.spec?.template).toEqual(before.daemonSet.spec?.template);
+      // under the root but seen elsewhere in the container: the root's mount does not show it there
+      const moved = await renderWith({ classes: [{ name: 'moved', hostDir: '/mnt/disks/moved', mountDir: '/data/moved' }] });
+      expect(moved.diskVolumes).toEqual({ volumes: [rootVolume, classVolume('moved', '/mnt/disks/moved')], mounts: [rootMount, classMount('moved', '/data/moved')] });
+      await expectApiAccepts(moved);
+      // a sibling whose name only starts like the root is outside it
+      const sibling = await renderWith({ classes: [{ name: 'other', hostDir: '/mnt/disks-other' }] });
+      expect(sibling.diskVolumes.volumes).toEqual([rootVolume, classVolume('other', '/mnt/disks-other')]);
+    });
+
+    it('no two volumes for one host path, no two mounts at one container path', async () => {
+      const shared = await renderWith({
+        classes: [
+          { name: 'a', hostDir: '/mnt/shared', namePattern: 'a-*' },
+          { name: 'b', hostDir: '/mnt/shared/', namePattern: 'b-*' },
+          { name: 'c', hostDir: '/mnt/shared', mountDir: '/mnt/shared-c', namePattern: 'c-*' },
+          { name: 'root-itself', hostDir: '/mnt/disks' },
+        ],
+      });
+      expect(shared.diskVolumes).toEqual({
+        volumes: [rootVolume, classVolume('a', '/mnt/shared')],
+        mounts: [rootMount, classMount('a', '/mnt/shared'), classMount('a', '/mnt/shared-c')],
+      });
+      await expectApiAccepts(shared);
+      expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/x' }, { name: 'b', hostDir: '/mnt/b', mountDir: '/mnt/x' }] })).toMatch(
+        /classes\[1\] \(b\): mountDir \/mnt\/x is already where \/mnt\/a is mounted/,
+      );
+      expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/disks' }] })).toMatch(/classes\[0\] \(a\): mountDir \/mnt\/disks is already where \/mnt\/disks is mounted/);
+      expect(await renderFails({ discoveryRoot: 'mnt/disks' })).toMatch(/discoveryRoot "mnt\/disks" must be an absolute directory other than \//);
+      expect(await renderFails({ discoveryRoot: '/' })).toMatch(/discoveryRoot "\/" must be an absolute directory/);
+    });
   });
 
   it('values the daemon cannot run with fail the render with one line naming the value', async () => {

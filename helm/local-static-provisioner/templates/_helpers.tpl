@@ -81,3 +81,53 @@ app.kubernetes.io/component: node-cleanup
 {{- end -}}
 {{- toYaml $p -}}
 {{- end -}}
+
+{{/*
+The hostPath volumes and mounts for the classes, as JSON {"volumes": [...], "mounts": [...]}:
+- discoveryRoot (unless empty), once, at the same path, DirectoryOrCreate: a class whose hostDir is
+  that directory or under it, seen at the same path (mountDir unset or equal), needs nothing more, so
+  adding such a class is a ConfigMap change only (no pod template change, no restart: hot reload);
+- any other class (the Go chart's layout, e.g. /mnt/fast-disks) gets its own volume, named after it,
+  as the Go chart renders it;
+- one volume per host path and one mount per container path: two classes sharing a directory share
+  its volume; two host directories at one mountDir fail the render.
+*/}}
+{{- define "lsp.discoveryVolumes" -}}
+{{- $root := "" -}}
+{{- with .Values.discoveryRoot -}}
+{{- $root = clean (toString .) -}}
+{{- if or (not (isAbs $root)) (eq $root "/") -}}
+{{- fail (printf "discoveryRoot %q must be an absolute directory other than / (or empty to mount each class on its own)" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- $volumes := list -}}
+{{- $mounts := list -}}
+{{- $hostOf := dict -}}{{- /* mountPath -> host path mounted there */ -}}
+{{- $volumeOf := dict -}}{{- /* host path -> volume name */ -}}
+{{- if $root -}}
+{{- $volumes = append $volumes (dict "name" "discovery-root" "hostPath" (dict "path" $root "type" "DirectoryOrCreate")) -}}
+{{- $mounts = append $mounts (dict "name" "discovery-root" "mountPath" $root "mountPropagation" "HostToContainer") -}}
+{{- $_ := set $hostOf $root $root -}}
+{{- $_ := set $volumeOf $root "discovery-root" -}}
+{{- end -}}
+{{- range $i, $c := .Values.classes -}}
+{{- $host := clean (toString (required (printf "classes[%d] (%s): hostDir is required" $i $c.name) $c.hostDir)) -}}
+{{- $mount := clean (toString (default $c.hostDir $c.mountDir)) -}}
+{{- $underRoot := and $root (or (eq $host $root) (hasPrefix (printf "%s/" $root) $host)) -}}
+{{- if not (and $underRoot (eq $mount $host)) -}}
+{{- if hasKey $hostOf $mount -}}
+{{- if ne (index $hostOf $mount) $host -}}
+{{- fail (printf "classes[%d] (%s): mountDir %s is already where %s is mounted; give the class another mountDir" $i $c.name $mount (index $hostOf $mount)) -}}
+{{- end -}}
+{{- else -}}
+{{- if not (hasKey $volumeOf $host) -}}
+{{- $_ := set $volumeOf $host (toString $c.name) -}}
+{{- $volumes = append $volumes (dict "name" (toString $c.name) "hostPath" (dict "path" $host)) -}}
+{{- end -}}
+{{- $_ := set $hostOf $mount $host -}}
+{{- $mounts = append $mounts (dict "name" (index $volumeOf $host) "mountPath" $mount "mountPropagation" "HostToContainer") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "volumes" $volumes "mounts" $mounts) -}}
+{{- end -}}
