@@ -278,10 +278,10 @@ describe('helm lint and helm template', () => {
       await admin.kc.makeApiClient(AppsV1Api).createNamespacedDaemonSet({ namespace: 'default', body, dryRun: 'All' });
     };
 
-    it('the defaults: a single discovery-root volume, and the default class fast-disks is a directory under it', async () => {
+    it('the defaults: the discovery root, plus the Go chart default class where the Go chart put it (an upgrade with default values keeps its PVs)', async () => {
       const r = await render('rel', 'storage', undefined);
-      expect(r.diskVolumes).toEqual({ volumes: [rootVolume], mounts: [rootMount] });
-      expect(storageClassMap(r)).toEqual({ 'fast-disks': expect.objectContaining({ hostDir: '/mnt/disks/fast-disks', mountDir: '/mnt/disks/fast-disks' }) });
+      expect(r.diskVolumes).toEqual({ volumes: [rootVolume, classVolume('fast-disks', '/mnt/fast-disks')], mounts: [rootMount, classMount('fast-disks', '/mnt/fast-disks')] });
+      expect(storageClassMap(r)).toEqual({ 'fast-disks': expect.objectContaining({ hostDir: '/mnt/fast-disks', mountDir: '/mnt/fast-disks' }) });
     });
 
     it('an upstream values file with hostDirs outside the root keeps a volume per class, mounted at its mountDir', async () => {
@@ -293,14 +293,14 @@ describe('helm lint and helm template', () => {
       // the Go chart's own default class (its values.yaml: fast-disks on /mnt/fast-disks), and no root at all
       const goDefault = await renderWith({ discoveryRoot: '', classes: [{ name: 'fast-disks', hostDir: '/mnt/fast-disks' }] });
       expect(goDefault.diskVolumes).toEqual({ volumes: [classVolume('fast-disks', '/mnt/fast-disks')], mounts: [classMount('fast-disks', '/mnt/fast-disks')] });
-      expect((await renderWith({ discoveryRoot: null })).diskVolumes).toEqual({ volumes: [classVolume('fast-disks', '/mnt/disks/fast-disks')], mounts: [classMount('fast-disks', '/mnt/disks/fast-disks')] });
+      expect((await renderWith({ discoveryRoot: null })).diskVolumes).toEqual({ volumes: [classVolume('fast-disks', '/mnt/fast-disks')], mounts: [classMount('fast-disks', '/mnt/fast-disks')] });
     });
 
     it('a class added under the root renders no volume: the pod template stays the same (no restart, the ConfigMap is hot-reloaded)', async () => {
       const before = await render('rel', 'storage', undefined);
       const after = await renderWith({
         classes: [
-          { name: 'fast-disks', hostDir: '/mnt/disks/fast-disks' },
+          { name: 'fast-disks', hostDir: '/mnt/fast-disks' },
           { name: 'slow-disks', hostDir: '/mnt/disks/slow-disks/', mountDir: '/mnt/disks/slow-disks' },
           { name: 'local-block', hostDir: '/mnt/disks/local-block', volumeMode: 'Block' },
         ],
