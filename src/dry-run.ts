@@ -126,7 +126,7 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
   const problems: string[] = [];
   const recorder: EventRecorder = { event: (_ref: ObjectRef, type, reason, message) => problems.push(`${type} ${reason}: ${message}`) };
   const name = provisionerName({ name: opts.nodeName, uid: view.node.metadata?.uid ?? '' }, config.useNodeNameOnly);
-  const pvCache = new PVCache({ informer: staticInformer(view.pvs), provisionerName: name, useNodeNameOnly: config.useNodeNameOnly, nodeName: opts.nodeName });
+  const pvCache = new PVCache({ informer: staticInformer(view.pvs), node: { name: opts.nodeName, uid: view.node.metadata?.uid ?? '' } });
   const discoverer = new Discoverer({
     config,
     node: view.node,

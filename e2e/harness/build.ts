@@ -68,8 +68,8 @@ export function parseGoVersion(text: string): { major: number; minor: number } |
 }
 
 /** Throws one line saying what is needed when `go` is missing or older than 1.26; returns `go version` output. */
-export async function checkGo(goBinary = 'go'): Promise<string> {
-  const need = `Go ${minimumGo.major}.${minimumGo.minor} or newer is needed to build the e2e control plane (e2e/controlplane)`;
+export async function checkGo(goBinary = 'go', what = 'the e2e control plane (e2e/controlplane)'): Promise<string> {
+  const need = `Go ${minimumGo.major}.${minimumGo.minor} or newer is needed to build ${what}`;
   const out = await new Promise<string>((res, rej) => {
     execFile(goBinary, ['version'], { env: { ...process.env, GOTOOLCHAIN: 'local' }, timeout: 60_000 }, (err, stdout) => {
       if (!err) return res(stdout.trim());
@@ -89,7 +89,7 @@ function assertGoVersion(text: string, need: string): string {
   return text;
 }
 
-async function isExecutable(path: string): Promise<boolean> {
+export async function isExecutable(path: string): Promise<boolean> {
   try {
     await access(path, constants.X_OK);
     return true;
@@ -155,7 +155,8 @@ export async function ensureControlPlaneBinary(opts: BuildOptions = {}): Promise
   return target;
 }
 
-const goEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOWORK: 'off' });
+/** Environment of every `go` run: static binary, the installed toolchain only, no go.work. */
+export const goEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOWORK: 'off' });
 
 /** How many packages the build has to compile (`go list` of the stale ones); stop() kills the lister. */
 function countStalePackages(goBinary: string, sourceDir: string): { count: Promise<number>; stop(): void } {

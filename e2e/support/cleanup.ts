@@ -277,6 +277,10 @@ export async function startDaemon(
     logName?: string;
     logLevel?: string | null;
     kubeconfig?: string;
+    /** MY_NAMESPACE (default kube-system). */
+    namespace?: string;
+    /** More environment (e.g. JOB_CONTAINER_IMAGE). */
+    env?: Record<string, string>;
   },
 ): Promise<ProvisionerProcess> {
   const cfg = host.mkdir(o.dirName ?? 'config');
@@ -289,6 +293,8 @@ export async function startDaemon(
     logFile: host.path(o.logName ?? 'provisioner.log'),
     args: ['--discovery-period=1s', '--config-sync-period=1s', ...(o.args ?? [])],
     ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
+    ...(o.namespace === undefined ? {} : { namespace: o.namespace }),
+    ...(o.env === undefined ? {} : { env: o.env }),
   });
 }
 

@@ -7,7 +7,11 @@
 //   config, so the informer survives config reloads (a reload may flip
 //   useNodeNameOnly; both name forms are always kept).
 // - `PVCache` is rebuilt per controller generation on top of that informer and
-//   applies the config-dependent adoption rule of the Go populator.
+//   holds the PVs this provisioner owns: the same rule (pvOnThisNode), so both
+//   provisioned-by forms of this node are adopted whatever useNodeNameOnly says
+//   now. The Go populator adopts only the current form (plus, with
+//   useNodeNameOnly, UID-form PVs labelled with the node name), so flipping
+//   useNodeNameOnly strands the Released PVs of the other form there.
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeSpec } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { objectKey, type Informer } from '../kube/informer.ts';
@@ -66,10 +70,8 @@ export function nodePVSelection(node: V1Node): {
 
 export interface PVCacheOptions {
   readonly informer: Informer<V1PersistentVolume>;
-  /** The current generation's provisioner name (provisionerName()). */
-  readonly provisionerName: string;
-  readonly useNodeNameOnly: boolean;
-  readonly nodeName: string;
+  /** This node: its name and UID (both provisioned-by forms are adopted, see pvOnThisNode). */
+  readonly node: { readonly name: string; readonly uid: string };
   readonly logger?: Logger | undefined;
   /** How long a PV noted by noteCreated is trusted without the informer confirming it (default 2 min). */
   readonly pendingTtlMs?: number | undefined;
@@ -108,16 +110,14 @@ export class PVCache {
     });
   }
 
-  /** The Go populator's rule for a PV not yet cached. */
+  /**
+   * Whether a PV not yet cached is ours: pvOnThisNode, i.e. either
+   * provisioned-by form of this node, whatever the current useNodeNameOnly (a
+   * PV made by the Go provisioner, or by us under the other setting, is cleaned
+   * when Released instead of being stranded).
+   */
   adopts(pv: V1PersistentVolume): boolean {
-    const by = provisionedBy(pv);
-    if (by === undefined) return false;
-    if (by === this.#opts.provisionerName) return true;
-    return (
-      this.#opts.useNodeNameOnly &&
-      pv.metadata?.labels?.[LABEL_HOSTNAME] === this.#opts.nodeName &&
-      by.startsWith(`${this.#opts.provisionerName}-`)
-    );
+    return pvOnThisNode(pv, this.#opts.node);
   }
 
   get(name: string): V1PersistentVolume | undefined {

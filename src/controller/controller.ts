@@ -102,13 +102,7 @@ export async function startController(
   // Wait for the process-scope caches (a no-op after the first generation).
   await Promise.all([pc.pvInformer.waitForSync(ctx.signal), pc.scInformer.waitForSync(ctx.signal)]);
 
-  const pvCache = new PVCache({
-    informer: pc.pvInformer,
-    provisionerName: name,
-    useNodeNameOnly: config.useNodeNameOnly,
-    nodeName,
-    logger: log,
-  });
+  const pvCache = new PVCache({ informer: pc.pvInformer, node: { name: nodeName, uid: nodeUid }, logger: log });
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
     update: (oldPv, newPv) => {

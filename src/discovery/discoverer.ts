@@ -12,7 +12,10 @@
 //   volume could not be provisioned (capacity, API, misconfiguration) still do.
 // - A missing discovery directory (ENOENT) means "no volumes yet" (as in the Go
 //   provisioner's NoDir test: no PVs); it is logged and reported with one
-//   Warning Event, and does not affect readiness. Any other read error does.
+//   Warning Event that names the missing hostPath mount (host-mounts.ts), and
+//   does not affect readiness. Any other read error does. In a container, a
+//   mountDir that exists but is not on a mount receiving the host's mounts gets
+//   the same kind of warning (checked once per class and generation).
 // - Every Event is emitted only when the problem for that class/path appears
 //   or changes, so a steady state costs 0 API requests per pass.
 // - A created PV is put into the cache at once (noteCreated), so the next pass
@@ -38,7 +41,8 @@ import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { silentLogger } from '../util/log.ts';
 import { roundDownCapacityPretty } from './capacity.ts';
-import { DEFAULT_MOUNTINFO_PATH, readMountPoints } from './mountinfo.ts';
+import { mountDirProblem } from './host-mounts.ts';
+import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from './mountinfo.ts';
 import { generatePVName } from './naming.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from './pv-spec.ts';
 import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from './volume.ts';
@@ -99,6 +103,8 @@ interface Pass {
   /** PV names of the entries looked at in this pass. */
   readonly seen: Set<string>;
   mountPoints?: Promise<Set<string>>;
+  /** The mount table with propagation tags (host-mount checks); undefined inside when it cannot be read. */
+  mountTable?: Promise<MountPropagation[] | undefined>;
 }
 
 /** Everything about one candidate entry. */
@@ -132,6 +138,8 @@ export class Discoverer {
   readonly #createBackoff: KeyedBackoff;
   /** Last create error per PV name while it is backed off. */
   readonly #createErrors = new Map<string, string>();
+  /** Result of the host-mount check of each class whose mountDir exists (the mounts of a container do not change). */
+  readonly #hostMountChecked = new Map<string, string | undefined>();
   #running: Promise<DiscoveryResult> | undefined;
 
   constructor(opts: DiscovererOptions) {
@@ -220,11 +228,21 @@ export class Discoverer {
     try {
       names = (await readdir(cls.mountDir)).sort();
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        const msg = mountDirProblem(className, cls, false, this.#o.config, await this.#mountTable(pass));
+        this.#problem(pass, className, 'warning', REASON_DISCOVERY_FAILED, msg ?? `mountDir ${JSON.stringify(cls.mountDir)} does not exist`);
+        return true;
+      }
       const msg = `storage class ${JSON.stringify(className)}: error reading directory ${JSON.stringify(cls.mountDir)}: ${describeFsError(err)}`;
-      this.#problem(pass, className, code === 'ENOENT' ? 'warning' : 'error', REASON_DISCOVERY_FAILED, msg);
+      this.#problem(pass, className, 'error', REASON_DISCOVERY_FAILED, msg);
       return true;
     }
+    if (!this.#hostMountChecked.has(className)) {
+      const table = await this.#mountTable(pass);
+      if (table) this.#hostMountChecked.set(className, mountDirProblem(className, cls, true, this.#o.config, table));
+    }
+    const notFromHost = this.#hostMountChecked.get(className);
+    if (notFromHost !== undefined) this.#problem(pass, `${className}\0host-mount`, 'warning', REASON_DISCOVERY_FAILED, notFromHost);
 
     for (const name of names) {
       if (this.#o.signal?.aborted) return false;
@@ -378,6 +396,16 @@ export class Discoverer {
     pass.created.push(e.pvName);
     this.#o.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
     this.#o.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
+  }
+
+  /** The mount table with propagation tags, read at most once per pass; undefined when it cannot be read. */
+  #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
+    const path = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+    pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
+      this.#log.warn({ path, err: errText(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
+      return undefined;
+    });
+    return pass.mountTable;
   }
 
   /**

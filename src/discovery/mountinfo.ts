@@ -12,7 +12,10 @@
 // - readMountTable/parseMountEntries: every entry with its mount ID, parent ID
 //   and MAJ:MIN, the mount point kept byte-exact (one char per byte, "latin1")
 //   so a path that is not UTF-8 still compares correctly (the cleaner's
-//   fresh check right before a clean).
+//   fresh check right before a clean);
+// - readMountPropagation/parseMountPropagation: mount point (UTF-8), filesystem
+//   type and propagation tags (shared:N, master:N), to tell whether a class's
+//   mountDir is on a mount that receives the host's mounts (src/discovery/host-mounts.ts).
 import { readFile } from 'node:fs/promises';
 
 export const DEFAULT_MOUNTINFO_PATH = '/proc/self/mountinfo';
@@ -115,6 +118,26 @@ export function parseMountEntries(text: string): ParsedMountTable {
   return { entries, malformed };
 }
 
+/** One mountinfo line: where, what filesystem, and how mounts propagate into it. */
+export interface MountPropagation {
+  /** The mount point, escapes decoded (UTF-8). */
+  readonly mountPoint: string;
+  readonly fsType: string;
+  /** The optional fields: "shared:N" (peer group), "master:N" (receives from N), "propagate_from:N", "unbindable". Empty: private. */
+  readonly tags: readonly string[];
+}
+
+/** Parses mountinfo text into mount point, filesystem type and propagation tags; malformed lines are skipped. */
+export function parseMountPropagation(text: string): MountPropagation[] {
+  const out: MountPropagation[] = [];
+  eachLine(text, (f) => {
+    const sep = f.indexOf('-', 6);
+    out.push({ mountPoint: unescapeMountPath(f[4] as string), fsType: f[sep + 1] ?? '', tags: f.slice(6, sep) });
+    return true;
+  });
+  return out;
+}
+
 export interface ReadMountPointsOptions {
   /** Called with the number of malformed lines when there are any. */
   readonly onMalformed?: ((count: number) => void) | undefined;
@@ -147,4 +170,9 @@ export async function readMountPoints(
 /** A fresh read of the whole mount table (no cache), byte-exact mount points. */
 export async function readMountTable(path: string = DEFAULT_MOUNTINFO_PATH): Promise<ParsedMountTable> {
   return parseMountEntries((await readStable(path)).toString('latin1'));
+}
+
+/** The mount table with filesystem types and propagation tags (see parseMountPropagation). */
+export async function readMountPropagation(path: string = DEFAULT_MOUNTINFO_PATH): Promise<MountPropagation[]> {
+  return parseMountPropagation((await readStable(path)).toString('utf8'));
 }

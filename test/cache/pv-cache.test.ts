@@ -83,28 +83,42 @@ describe('pvOnThisNode', () => {
 });
 
 describe('PVCache adoption', () => {
-  it('UID mode: only PVs provisioned by exactly this name', () => {
+  // The Go populator adopts only the current provisioned-by form (plus, with useNodeNameOnly,
+  // UID-form PVs labelled with the node name): flipping useNodeNameOnly strands the Released PVs
+  // of the other form. Here both forms of this node are adopted, whatever the config says.
+  it('adopts both provisioned-by forms of this node (UID and node name only)', () => {
     const inf = new ManualInformer();
-    inf.put(pv('mine', UID_NAME, '/mnt/1'));
-    inf.put(pv('nameonly', NAME_ONLY, '/mnt/2', { hostname: 'node-a' }));
-    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
-    expect(cache.list().map((p) => p.metadata?.name)).toEqual(['mine']);
-    expect(cache.get('nameonly')).toBeUndefined();
+    inf.put(pv('uid-form', UID_NAME, '/mnt/1'));
+    inf.put(pv('name-form', NAME_ONLY, '/mnt/2'));
+    inf.put(pv('name-form-labelled', NAME_ONLY, '/mnt/3', { hostname: 'node-a' }));
+    const cache = new PVCache({ informer: inf, node: NODE });
+    expect(cache.list().map((p) => p.metadata?.name).sort()).toEqual(['name-form', 'name-form-labelled', 'uid-form']);
+    expect(cache.lookupByPath('/mnt/2').map((p) => p.metadata?.name)).toEqual(['name-form']);
   });
 
-  it('useNodeNameOnly: also adopts UID-mode PVs labelled with the node name', () => {
+  it('also adopts UID-form PVs of an earlier Node object labelled with the node name', () => {
     const inf = new ManualInformer();
-    inf.put(pv('plain', NAME_ONLY, '/mnt/0'));
     inf.put(pv('olduid', 'local-volume-provisioner-node-a-uid-0', '/mnt/1', { hostname: 'node-a' }));
-    inf.put(pv('nolabel', UID_NAME, '/mnt/2'));
-    inf.put(pv('otherlabel', UID_NAME, '/mnt/3', { hostname: 'node-a.example.com' }));
-    const cache = new PVCache({ informer: inf, provisionerName: NAME_ONLY, useNodeNameOnly: true, nodeName: 'node-a' });
-    expect(cache.list().map((p) => p.metadata?.name).sort()).toEqual(['olduid', 'plain']);
+    inf.put(pv('nolabel', 'local-volume-provisioner-node-a-uid-0', '/mnt/2'));
+    inf.put(pv('otherlabel', 'local-volume-provisioner-node-a-uid-0', '/mnt/3', { hostname: 'node-a.example.com' }));
+    const cache = new PVCache({ informer: inf, node: NODE });
+    expect(cache.list().map((p) => p.metadata?.name)).toEqual(['olduid']);
+  });
+
+  it('never adopts other nodes\' PVs, other provisioners\' or unannotated ones', () => {
+    const inf = new ManualInformer();
+    inf.put(pv('other-node', 'local-volume-provisioner-node-b', '/mnt/1', { hostname: 'node-b' }));
+    inf.put(pv('other-node-uid', 'local-volume-provisioner-node-b-uid-9', '/mnt/2', { hostname: 'node-b' }));
+    inf.put(pv('prefix-node', 'local-volume-provisioner-node-a-b', '/mnt/3', { hostname: 'node-a-b' }));
+    inf.put(pv('csi', 'csi.example.com', '/mnt/4', { hostname: 'node-a' }));
+    inf.put(pv('manual', undefined, '/mnt/5', { hostname: 'node-a' }));
+    const cache = new PVCache({ informer: inf, node: NODE });
+    expect(cache.list()).toEqual([]);
   });
 
   it('a cached PV stays cached across updates even if it stops matching; deletes remove it', () => {
     const inf = new ManualInformer();
-    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    const cache = new PVCache({ informer: inf, node: NODE });
     inf.put(pv('x', UID_NAME, '/mnt/x'));
     inf.put(pv('x', 'someone-else', '/mnt/x2'));
     expect(cache.get('x')?.spec?.local?.path).toBe('/mnt/x2');
@@ -120,14 +134,14 @@ describe('PVCache adoption', () => {
     inf.put(pv('a', UID_NAME, '/mnt/disks/v1'));
     inf.put(pv('b', UID_NAME, '/mnt/disks/v1'));
     inf.put(pv('c', UID_NAME, '/mnt/disks/v10'));
-    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    const cache = new PVCache({ informer: inf, node: NODE });
     expect(cache.lookupByPath('/mnt/disks/v1').map((p) => p.metadata?.name).sort()).toEqual(['a', 'b']);
     expect(cache.lookupByPath('/mnt/disks/v1/')).toEqual([]);
   });
 
   it('close() stops following the informer', () => {
     const inf = new ManualInformer();
-    const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+    const cache = new PVCache({ informer: inf, node: NODE });
     cache.close();
     inf.put(pv('late', UID_NAME, '/mnt/late'));
     expect(cache.get('late')).toBeUndefined();
@@ -140,9 +154,7 @@ describe('PVCache.noteCreated', () => {
     const inf = new ManualInformer();
     const cache = new PVCache({
       informer: inf,
-      provisionerName: UID_NAME,
-      useNodeNameOnly: false,
-      nodeName: 'node-a',
+      node: NODE,
       pendingTtlMs: 1000,
       now,
     });
@@ -211,7 +223,7 @@ describe('PVCache on the real reflector', () => {
     inf.start();
     try {
       await inf.waitForSync();
-      const cache = new PVCache({ informer: inf, provisionerName: UID_NAME, useNodeNameOnly: false, nodeName: 'node-a' });
+      const cache = new PVCache({ informer: inf, node: NODE });
       expect(cache.list().map((p) => p.metadata?.name)).toEqual(['pre']);
       await kube.createPersistentVolume(pv('made', UID_NAME, '/mnt/made'));
       await expect.poll(() => cache.get('made')?.spec?.local?.path).toBe('/mnt/made');
@@ -254,7 +266,7 @@ describe('nodePVSelection (the process PV informer)', () => {
         metadata: { name: 'manual', uid: 'uid-of-manual', resourceVersion: expect.any(String) },
         spec: { local: { path: '/mnt/disks/b' }, storageClassName: 'sc1' },
       });
-      const cache = new PVCache({ informer: inf, provisionerName: NAME_ONLY, useNodeNameOnly: true, nodeName: 'node-a' });
+      const cache = new PVCache({ informer: inf, node: NODE });
       expect(cache.list().map((p) => p.metadata?.name)).toEqual(['ours']);
       cache.close();
       // A PV whose affinity moves off this node leaves the store.

@@ -132,7 +132,7 @@ beforeEach(async () => {
   informer = createInformer(kube, 'persistentvolumes', { filter: (pv) => pvOnThisNode(pv, { name: 'test-node', uid: 'node-uid-1' }) });
   informer.start();
   await informer.waitForSync();
-  cache = new PVCache({ informer, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+  cache = new PVCache({ informer, node: { name: 'test-node', uid: 'node-uid-1' } });
   events = new EventLog();
   tracker = new Tracker();
   classes = new MapStore();
@@ -215,7 +215,7 @@ describe('Discoverer', () => {
       waitForSync: () => Promise.resolve(),
       on: () => () => undefined,
     };
-    const lagging = new PVCache({ informer: silent, provisionerName: PROVISIONER, useNodeNameOnly: false, nodeName: 'test-node' });
+    const lagging = new PVCache({ informer: silent, node: { name: 'test-node', uid: 'node-uid-1' } });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: lagging });
     expect((await d.discover()).created).toHaveLength(2);
     const before = kube.requests.length;
@@ -378,11 +378,94 @@ describe('Discoverer', () => {
     const d = discoverer(config({ sc1: cls('sc1') }));
     const r = await d.discover();
     expect(r).toMatchObject({ ready: true, created: [], errors: [] });
-    expect(r.warnings[0]).toContain(`error reading directory "${join(root, 'sc1')}"`);
+    expect(r.warnings[0]).toContain(`mountDir "${join(root, 'sc1')}" of class "sc1" does not exist`);
     await writeFile(join(root, 'sc1'), 'not a dir');
     const r2 = await d.discover();
     expect(r2.ready).toBe(false);
     expect(r2.errors[0]).toContain('not a directory');
+  });
+
+  describe('a class whose mountDir the host cannot fill (one discovery root)', () => {
+    // A container: overlay root, <root>/disks a hostPath mount with HostToContainer (master:N),
+    // <root>/private a hostPath mount without propagation.
+    const containerMounts = async (): Promise<void> => {
+      const lines = [
+        '1 0 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/l1',
+        `2 1 8:1 /mnt/disks ${join(root, 'disks')} rw,relatime master:1 - ext4 /dev/sda1 rw`,
+        `3 1 8:1 /mnt/private ${join(root, 'private')} rw,relatime - ext4 /dev/sda1 rw`,
+        `4 2 0:60 / ${join(root, 'disks', 'sc1', 'mount1')} rw,relatime master:7 - tmpfs tmpfs rw`,
+      ];
+      await writeFile(mountinfo, `${lines.join('\n')}\n`);
+    };
+    const nodeWarnings = () => events.events.filter((e) => e.ref.kind === 'Node' && e.type === 'Warning');
+
+    it('a missing mountDir outside every hostPath mount: one Warning on the Node naming the hostPath volume to add and the root to use', async () => {
+      await dirs(join(root, 'disks', 'sc1'), 'mount1');
+      await containerMounts();
+      const cfg = config({ sc1: cls('sc1', { mountDir: join(root, 'disks', 'sc1') }), fast: cls('fast') });
+      classes.m.set('fast', sc('fast'));
+      const d = discoverer(cfg);
+      const r = await d.discover();
+      expect(r).toMatchObject({ ready: true, errors: [], created: [generatePVName('mount1', 'test-node', 'sc1')] });
+      const msg =
+        `mountDir "${join(root, 'fast')}" of class "fast" does not exist in the container; add a hostPath volume for hostDir "/mnt/host/fast" to the DaemonSet, ` +
+        `mounted at "${join(root, 'fast')}" with mountPropagation HostToContainer, or put the class under "${join(root, 'disks')}" ` +
+        `(hostDir and mountDir "${join(root, 'disks', 'fast')}": a new directory there needs no DaemonSet change)`;
+      expect(r.warnings).toEqual([msg]);
+      expect(nodeWarnings()).toEqual([{ ref: expect.objectContaining({ kind: 'Node', name: 'test-node' }), type: 'Warning', reason: 'DiscoveryFailed', message: msg }]);
+      // Once per appearance, not per pass.
+      await d.discover();
+      expect(nodeWarnings()).toHaveLength(1);
+    });
+
+    it('a missing mountDir under a hostPath mount: create the directory on the host', async () => {
+      await mkdir(join(root, 'disks'), { recursive: true });
+      await containerMounts();
+      classes.m.set('fast', sc('fast'));
+      const r = await discoverer(config({ fast: cls('fast', { hostDir: '/mnt/disks/fast', mountDir: join(root, 'disks', 'fast') }) })).discover();
+      expect(r.warnings).toEqual([`mountDir "${join(root, 'disks', 'fast')}" of class "fast" does not exist; create hostDir "/mnt/disks/fast" on the host (it is under the mount "${join(root, 'disks')}")`]);
+      expect(nodeWarnings()).toHaveLength(1);
+    });
+
+    it("a mountDir on the container's own root filesystem: Warning, the volumes there are not the host's", async () => {
+      await dirs(join(root, 'fast'), 'vol1');
+      await containerMounts();
+      classes.m.set('fast', sc('fast'));
+      const d = discoverer(config({ fast: cls('fast') }));
+      const r = await d.discover();
+      expect(r.ready).toBe(true);
+      expect(r.warnings[0]).toBe(
+        `mountDir "${join(root, 'fast')}" of class "fast" is on the container's own root filesystem (overlay), not on a hostPath mount: volumes under hostDir "/mnt/host/fast" on the host are not seen; ` +
+          `add a hostPath volume for hostDir "/mnt/host/fast" to the DaemonSet, mounted at "${join(root, 'fast')}" with mountPropagation HostToContainer, or put the class under a directory the DaemonSet already mounts from the host`,
+      );
+      expect(nodeWarnings().map((e) => e.reason)).toEqual(['DiscoveryFailed', 'VolumeNotDiscovered']); // and vol1 is no mount point
+      await d.discover();
+      expect(nodeWarnings()).toHaveLength(2);
+    });
+
+    it('a mountDir on a hostPath mount without propagation: Warning naming mountPropagation HostToContainer', async () => {
+      await mkdir(join(root, 'private', 'fast'), { recursive: true });
+      await containerMounts();
+      classes.m.set('fast', sc('fast'));
+      const r = await discoverer(config({ fast: cls('fast', { mountDir: join(root, 'private', 'fast') }) })).discover();
+      expect(r.warnings).toEqual([
+        `mountDir "${join(root, 'private', 'fast')}" of class "fast" is on the mount "${join(root, 'private')}", which does not receive the host's mounts: ` +
+          `volumes mounted on the host after the pod started are not seen; set mountPropagation HostToContainer on the volumeMount at "${join(root, 'private')}"`,
+      ]);
+    });
+
+    it('classes under a HostToContainer root, and any class on a host (not a container): no warning', async () => {
+      await dirs(join(root, 'disks', 'sc1'), 'mount1');
+      await containerMounts();
+      const r = await discoverer(config({ sc1: cls('sc1', { mountDir: join(root, 'disks', 'sc1') }) })).discover();
+      expect(r).toMatchObject({ ready: true, warnings: [], created: [generatePVName('mount1', 'test-node', 'sc1')] });
+      // On a host: an ext4 root, private mounts (no propagation tags): nothing to report.
+      const [m] = await dirs(join(root, 'sc2'), 'mount1');
+      await mounts(m!);
+      const r2 = await discoverer(config({ sc2: cls('sc2') })).discover();
+      expect(r2).toMatchObject({ ready: true, warnings: [] });
+      expect(nodeWarnings()).toEqual([]);
+    });
   });
 
   it('a failed create is an error, retried after a backoff instead of every pass', async () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatDev, makeDev, parseMountEntries, parseMountInfo, readMountPoints, readMountTable, toBytePath, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
+import { formatDev, makeDev, parseMountEntries, parseMountInfo, parseMountPropagation, readMountPoints, readMountTable, toBytePath, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
 
 const SAMPLE = [
   '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro',
@@ -116,5 +116,23 @@ describe('readMountPoints', () => {
   it('reads the real /proc/self/mountinfo', async () => {
     const mp = await readMountPoints();
     expect(mp.has('/')).toBe(true);
+  });
+});
+
+describe('parseMountPropagation', () => {
+  it('reads mount point, filesystem type and propagation tags (none: private)', () => {
+    const text = [
+      '1 0 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/l',
+      '2 1 8:1 /mnt/disks /mnt/disks rw,relatime master:1 - ext4 /dev/sda1 rw',
+      '3 1 8:1 /x /mnt/with\\040space rw shared:4 master:2 - xfs /dev/sdb rw',
+      '4 1 8:1 /y /mnt/private rw - ext4 /dev/sda1 rw',
+      'garbage',
+    ].join('\n');
+    expect(parseMountPropagation(text)).toEqual([
+      { mountPoint: '/', fsType: 'overlay', tags: [] },
+      { mountPoint: '/mnt/disks', fsType: 'ext4', tags: ['master:1'] },
+      { mountPoint: '/mnt/with space', fsType: 'xfs', tags: ['shared:4', 'master:2'] },
+      { mountPoint: '/mnt/private', fsType: 'ext4', tags: [] },
+    ]);
   });
 });

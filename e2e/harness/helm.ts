@@ -1,0 +1,97 @@
+// The helm CLI for the chart tests (e2e/helm.test.ts): built from the tools module in e2e/helm
+// (go.mod pins helm.sh/helm/v3) with `go build`, cached OUTSIDE the work tree keyed by the helm version:
+//   ${LSP_CACHE_DIR:-$HOME/.cache/local-static-provisioner}/helm/<version>/helm
+// No download of a release binary: the module proxy and the Go build cache are all it needs.
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { checkGo, defaultCacheDir, goEnv, isExecutable } from './build.ts';
+
+/** The tools module that pins helm (e2e/helm/go.mod). */
+export const helmModuleDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'helm');
+
+const HELM_MODULE = 'helm.sh/helm/v3';
+
+/** The helm version go.mod requires, e.g. "v3.22.0". */
+export async function helmVersion(moduleDir: string = helmModuleDir): Promise<string> {
+  const gomod = await readFile(join(moduleDir, 'go.mod'), 'utf8');
+  const m = new RegExp(`^\\s*${HELM_MODULE.replaceAll('.', '\\.')}\\s+(v\\d+\\.\\d+\\.\\d+\\S*)`, 'm').exec(gomod);
+  if (!m?.[1]) throw new Error(`${moduleDir}/go.mod does not require ${HELM_MODULE}`);
+  return m[1];
+}
+
+export function helmPathFor(version: string, cacheDir: string = defaultCacheDir()): string {
+  return join(cacheDir, 'helm', version, 'helm');
+}
+
+export interface HelmBuildOptions {
+  readonly log?: (msg: string) => void;
+  readonly moduleDir?: string;
+  readonly cacheDir?: string;
+  readonly goBinary?: string;
+}
+
+/** Returns the path of the cached helm binary, building it when missing (cold: minutes; warm: seconds). */
+export async function ensureHelmBinary(opts: HelmBuildOptions = {}): Promise<string> {
+  const log = opts.log ?? ((msg: string) => console.log(msg));
+  const moduleDir = opts.moduleDir ?? helmModuleDir;
+  const version = await helmVersion(moduleDir);
+  const target = helmPathFor(version, opts.cacheDir ?? defaultCacheDir());
+  if (await isExecutable(target)) return target;
+
+  const goBinary = opts.goBinary ?? 'go';
+  const goVersion = await checkGo(goBinary, `helm for the chart tests (${moduleDir})`);
+  await mkdir(dirname(target), { recursive: true });
+  const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  log(`helm: building ${version} into ${target} with ${goVersion}`);
+  const started = performance.now();
+  const ldflags = `-s -w -X ${HELM_MODULE}/internal/version.version=${version}`;
+  try {
+    await run(goBinary, ['build', '-trimpath', '-ldflags', ldflags, '-o', tmp, `${HELM_MODULE}/cmd/helm`], moduleDir);
+    await chmod(tmp, 0o755);
+    await rename(tmp, target); // atomic: a concurrent reader sees no binary or a complete one
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+  log(`helm: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${target}`);
+  return target;
+}
+
+function run(cmd: string, args: readonly string[], cwd: string): Promise<void> {
+  return new Promise((res, rej) => {
+    const child = spawn(cmd, args, { cwd, env: goEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => {
+      err = (err + c.toString('utf8')).slice(-4000);
+    });
+    child.on('error', rej);
+    child.on('close', (code, signal) =>
+      code === 0 ? res() : rej(new Error(`${cmd} ${args.join(' ')} (in ${cwd}) ${signal ? `was killed by ${signal}` : `exited with code ${String(code)}`}:\n${err}`)),
+    );
+  });
+}
+
+export interface HelmResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `helm <args>` with a private HOME-less environment (no repo config, no plugins); never throws on exit code. */
+export function helm(binary: string, args: readonly string[], scratchDir: string): Promise<HelmResult> {
+  const env = {
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    HELM_CACHE_HOME: join(scratchDir, 'cache'),
+    HELM_CONFIG_HOME: join(scratchDir, 'config'),
+    HELM_DATA_HOME: join(scratchDir, 'data'),
+  };
+  return new Promise((res) => {
+    execFile(binary, [...args], { env, maxBuffer: 16 * 1024 * 1024, timeout: 120_000 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1;
+      res({ code, stdout, stderr });
+    });
+  });
+}
