@@ -21,7 +21,7 @@ const ignore404 = (err: unknown): void => {
 };
 
 describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volumes', () => {
-  const host = new HostFixtures('lsp-sched-');
+  let host: HostFixtures | undefined; // made in beforeAll: a filtered-out run creates no temp dir
   const nodeA = uniqueName('sched-a');
   const nodeB = uniqueName('sched-b');
   const cls = uniqueName('wffc');
@@ -57,9 +57,10 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
     await storage.createStorageClass({
       body: { metadata: { name: cls }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Retain' },
     });
-    const fsDir = host.mkdir('fs');
-    for (const v of ['vol1', 'vol2']) host.tmpfs(16, 'fs', v);
-    const cfg = host.mkdir('config');
+    const h = (host = new HostFixtures('lsp-sched-'));
+    const fsDir = h.mkdir('fs');
+    for (const v of ['vol1', 'vol2']) h.tmpfs(16, 'fs', v);
+    const cfg = h.mkdir('config');
     writeFileSync(join(cfg, 'storageClassMap'), `${cls}:\n  hostDir: ${fsDir}\n  mountDir: ${fsDir}\n`);
     writeFileSync(join(cfg, 'useNodeNameOnly'), 'true');
     prov = startProvisioner({
@@ -67,7 +68,7 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
       nodeName: nodeA,
       kubeconfig: inject('provisionerKubeconfig'),
       port: await freePort(),
-      logFile: host.path('provisioner.log'),
+      logFile: h.path('provisioner.log'),
       args: ['--discovery-period=1s', '--config-sync-period=1s'],
     });
     pvsOfA = await waitFor(
@@ -100,7 +101,7 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
     }
     await storage.deleteStorageClass({ name: cls }).catch(ignore404);
     for (const n of [nodeA, nodeB]) await core.deleteNode({ name: n }).catch(ignore404);
-    host.cleanup();
+    host?.cleanup();
   });
 
   it('markNodeReady: Ready with capacity, the not-ready taint gone, other taints kept', async () => {
