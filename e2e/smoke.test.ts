@@ -367,9 +367,12 @@ describe('harness lifecycle', () => {
   });
 
   it('a readiness timeout names the component; nothing is left behind', async () => {
+    // Usually etcd (its first probe comes before it is up); on a quiet machine etcd can answer that first probe,
+    // and then the next component is the one that times out. Either way the error names it.
     const e = await failedStart({ readyTimeoutMs: 1 });
-    expect(e.component).toBe('etcd');
-    expect(e.message).toMatch(/^etcd was not ready after \d+ s \(GET \/health: /);
+    expect(['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']).toContain(e.component);
+    expect(e.message.startsWith(`${e.component} was not ready after `)).toBe(true);
+    expect(e.message).toMatch(/ was not ready after \d+ s \(GET /);
   });
 });
 
