@@ -2,7 +2,7 @@
 // local-volume-provisioner: the DaemonSet entry point. Wires the process-scope
 // parts (HTTP, metrics, API client, informers, event recorder, process table),
 // then config watcher -> supervisor -> controller generations.
-import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
 import { nodePVSelection } from './cache/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { readConfigDir } from './config/load.ts';
@@ -84,7 +84,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     metrics,
   });
   const scInformer = createInformer(kube, 'storageclasses', {
-    transform: (sc: V1StorageClass) => stripManagedFields(sc),
+    transform: stripManagedFields,
     logger: logger.child({ informer: 'storageclasses' }),
     metrics,
   });

@@ -146,10 +146,10 @@ export async function startController(
   }
 
   const tracker: CleanupTracker = {
-    inProgress: (pv) => pc.procTable.isRunning(pv) || jobController.inProgress(pv, true),
+    inProgress: (pv) => pc.procTable.isRunning(pv) || jobController.inProgress(pv),
     removeStatus: async (pv) => {
       if (!pc.procTable.isRunning(pv)) pc.procTable.removeEntry(pv);
-      await jobController.removeStatus(pv, true);
+      await jobController.removeStatus(pv);
     },
   };
 
@@ -229,7 +229,7 @@ export async function startController(
       await loop;
       unsubscribe();
       await jobController.stop();
-      await deleter.stop?.();
+      await deleter.stop();
       pvCache.close();
       log.info('Controller stopped');
     },

@@ -61,8 +61,8 @@ import {
 
 /** What discovery asks before it re-creates a PV for a volume (the Go CleanupStatusTracker). */
 export interface CleanupTracker {
-  inProgress(pvName: string, useJob: boolean): boolean;
-  removeStatus(pvName: string, useJob: boolean): void | Promise<void>;
+  inProgress(pvName: string): boolean;
+  removeStatus(pvName: string): void | Promise<void>;
 }
 
 /** How a generation follows cleanup Jobs; see the file comment. */
@@ -347,7 +347,7 @@ export class JobController implements CleanupTracker {
   }
 
   /** True while a cleanup Job of this PV name exists (running, or finished and not yet handled), or may exist. */
-  inProgress(pvName: string, _useJob = true): boolean {
+  inProgress(pvName: string): boolean {
     return this.#unknown() || this.#job(pvName) !== undefined;
   }
 
@@ -363,13 +363,8 @@ export class JobController implements CleanupTracker {
     return wait > 0 ? { state: 'Backoff', retryInMs: wait } : { state: 'NotFound' };
   }
 
-  /** Clears the failure backoff of a PV (e.g. once it was deleted). */
-  forgetFailures(pvName: string): void {
-    this.#backoff.forget(pvName);
-  }
-
   /** Discovery, before re-creating a PV: deletes a finished cleanup Job of that name. */
-  async removeStatus(pvName: string, _useJob = true): Promise<void> {
+  async removeStatus(pvName: string): Promise<void> {
     this.#backoff.forget(pvName);
     const job = this.#job(pvName);
     if (!job || jobPhase(job) === 'Running') return;

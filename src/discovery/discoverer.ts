@@ -49,8 +49,8 @@ import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapac
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
-  inProgress(pvName: string, useJob: boolean): boolean;
-  removeStatus(pvName: string, useJob: boolean): void | Promise<void>;
+  inProgress(pvName: string): boolean;
+  removeStatus(pvName: string): void | Promise<void>;
 }
 
 export interface DiscovererOptions {
@@ -289,13 +289,12 @@ export class Discoverer {
       return;
     }
 
-    const useJob = mode === 'Block' && this.#o.config.useJobForCleaning;
-    if (this.#o.cleanupTracker.inProgress(e.pvName, useJob)) {
+    if (this.#o.cleanupTracker.inProgress(e.pvName)) {
       this.#log.info({ pv: e.pvName }, `PV ${e.pvName} is still being cleaned, not going to recreate it`);
       return;
     }
     try {
-      await this.#o.cleanupTracker.removeStatus(e.pvName, useJob);
+      await this.#o.cleanupTracker.removeStatus(e.pvName);
     } catch (err) {
       this.#log.error({ pv: e.pvName, err: errText(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
       return;

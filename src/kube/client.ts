@@ -2,7 +2,6 @@
 // requests, the client's `Watch` for watch streams. Every request passes the
 // QPS/burst rate limiter and is counted in kube_requests_total{verb,resource,code};
 // every failure becomes a KubeError (code 0 for network errors).
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -23,8 +22,8 @@ import {
   type V1Node,
   type V1PersistentVolume,
 } from '@kubernetes/client-node';
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import type { KubeMetrics } from '../metrics/metrics.ts';
+import { deserializeModel, reuseDispatchers, setWatchInactivityTimeout } from './client-node-patches.ts';
 import { RateLimiter } from './ratelimit.ts';
 import {
   KubeError,
@@ -233,31 +232,6 @@ interface AnyList {
   metadata?: V1ListMeta;
 }
 
-/**
- * client-node 2.0.1 builds a new undici Agent (TLS context and connection pool)
- * for every request, so no connection is ever reused: a TLS handshake per
- * request, and native memory that grows with every request until GC finds the
- * agents (~60 KB per config reload was measured). Reuse one dispatcher per
- * cluster, user and TLS material instead.
- */
-const tlsPart = (v: unknown): string => (Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'string' ? v : JSON.stringify(v ?? null));
-
-export function reuseDispatchers(kc: KubeConfig): void {
-  const target = kc as unknown as { createDispatcher?: (cluster: unknown, agentOptions: Record<string, unknown>) => unknown };
-  const original = target.createDispatcher;
-  if (typeof original !== 'function') return; // a client-node without this seam: nothing to fix
-  const cache = new Map<string, unknown>();
-  target.createDispatcher = (cluster, agentOptions) => {
-    const c = (cluster ?? {}) as { name?: string; server?: string; proxyUrl?: string };
-    const key = createHash('sha256')
-      .update(JSON.stringify([c.name, c.server, c.proxyUrl, kc.getCurrentUser()?.name]))
-      .update(JSON.stringify(['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map((k) => tlsPart(agentOptions[k]))))
-      .digest('hex');
-    if (!cache.has(key)) cache.set(key, original.call(kc, cluster, agentOptions));
-    return cache.get(key);
-  };
-}
-
 export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeClient {
   reuseDispatchers(kc);
   const core = kc.makeApiClient(CoreV1Api);
@@ -334,9 +308,8 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       }
       if (signal.aborted) return;
       const watcher = new Watch(kc);
-      // client-node keeps this private; without raising it a quiet watch is cut every 30 s.
-      (watcher as unknown as { requestTimeoutMs: number }).requestTimeoutMs =
-        opts.watchInactivityTimeoutMs ?? ((o.timeoutSeconds ?? 300) + 60) * 1000;
+      // Without raising it a quiet watch is cut every 30 s.
+      setWatchInactivityTimeout(watcher, opts.watchInactivityTimeoutMs ?? ((o.timeoutSeconds ?? 300) + 60) * 1000);
       const query: Record<string, string | number | boolean | undefined> = {
         resourceVersion: o.resourceVersion,
         timeoutSeconds: o.timeoutSeconds,
@@ -374,7 +347,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
             (type: string, obj: unknown) => {
               if (settled) return;
               const object =
-                type === 'ERROR' || type === 'BOOKMARK' ? obj : (ObjectSerializer.deserialize(obj, model, '') as ResourceTypes[K]);
+                type === 'ERROR' || type === 'BOOKMARK' ? obj : (deserializeModel(obj, model) as ResourceTypes[K]);
               onEvent({ type: type as WatchEventType, object: object as ResourceTypes[K] | KubeStatus });
             },
             (err: unknown) => {

@@ -5,7 +5,6 @@
 // (and counted: see src/kube/client.ts).
 import type {
   CoreV1Event,
-  KubernetesObject,
   V1Job,
   V1Node,
   V1PersistentVolume,
@@ -72,8 +71,11 @@ export class KubeError extends Error {
 }
 
 export const isNotFound = (e: unknown): boolean => e instanceof KubeError && e.code === 404;
-export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
-export const isConflict = (e: unknown): boolean => e instanceof KubeError && e.code === 409;
+// Both answer 409; the Status reason tells them apart (like apimachinery's
+// IsAlreadyExists/IsConflict): a create of an existing name is AlreadyExists, a failed
+// precondition or a stale resourceVersion is Conflict (also any 409 of another reason).
+export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeError && e.code === 409 && e.reason === 'AlreadyExists';
+export const isConflict = (e: unknown): boolean => e instanceof KubeError && e.code === 409 && e.reason !== 'AlreadyExists';
 export const isForbidden = (e: unknown): boolean => e instanceof KubeError && e.code === 403;
 export const isGone = (e: unknown): boolean => e instanceof KubeError && e.code === 410;
 
@@ -112,5 +114,3 @@ export interface KubePort {
   /** Merge-patches an existing Event (used to bump count/lastTimestamp of a repeated event). */
   patchEvent(namespace: string, name: string, patch: Partial<CoreV1Event>): Promise<CoreV1Event>;
 }
-
-export type AnyObject = KubernetesObject;

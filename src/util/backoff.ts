@@ -51,10 +51,6 @@ export class KeyedBackoff {
     return f ? Math.max(0, f.notBefore - this.#now()) : 0;
   }
 
-  attempts(key: string): number {
-    return this.#failures.get(key)?.attempts ?? 0;
-  }
-
   /** Forgets the key (after a success). */
   forget(key: string): void {
     this.#failures.delete(key);

@@ -5,7 +5,7 @@
 //   processed by two workers at once;
 // - addAfter() delays an add; of several pending delays the earliest wins;
 // - addRateLimited() delays by a per-item exponential backoff (5 ms .. 1000 s by
-//   default), optionally max'ed with an overall token bucket; forget() resets it;
+//   default); forget() resets it;
 // - shutDown() stops accepting items and wakes every waiting get(); get() still
 //   hands out what is queued, then reports shutdown. shutDownWithDrain() also
 //   waits until every item handed out is done().
@@ -16,10 +16,6 @@ export interface RateLimiterOptions {
   readonly baseDelayMs?: number;
   /** Upper bound of the per-item delay (default 1000 s). */
   readonly maxDelayMs?: number;
-  /** Overall token bucket: refill rate per second (off when undefined). */
-  readonly qps?: number;
-  /** Token bucket size (default 100 when qps is set). */
-  readonly burst?: number;
 }
 
 export interface GetResult<T> {
@@ -27,40 +23,22 @@ export interface GetResult<T> {
   readonly shutdown: boolean;
 }
 
-/** Per-item exponential backoff (client-go ItemExponentialFailureRateLimiter), max'ed with an optional token bucket. */
+/** Per-item exponential backoff (client-go ItemExponentialFailureRateLimiter). */
 export class RateLimiter<T> {
   readonly #base: number;
   readonly #max: number;
   readonly #failures = new Map<T, number>();
-  readonly #qps: number | undefined;
-  readonly #burst: number;
-  #tokens: number;
-  #last: number;
 
   constructor(opts: RateLimiterOptions = {}) {
     this.#base = opts.baseDelayMs ?? 5;
     this.#max = opts.maxDelayMs ?? 1_000_000;
-    this.#qps = opts.qps;
-    this.#burst = opts.burst ?? 100;
-    this.#tokens = this.#burst;
-    this.#last = Date.now();
   }
 
   /** Delay before the item may be retried; counts one more requeue of it. */
   when(item: T): number {
     const n = this.#failures.get(item) ?? 0;
     this.#failures.set(item, n + 1);
-    const exp = Math.min(this.#max, this.#base * 2 ** n);
-    return Math.max(exp, this.#bucketDelay());
-  }
-
-  #bucketDelay(): number {
-    if (this.#qps === undefined || this.#qps <= 0) return 0;
-    const now = Date.now();
-    this.#tokens = Math.min(this.#burst, this.#tokens + ((now - this.#last) / 1000) * this.#qps);
-    this.#last = now;
-    this.#tokens -= 1; // reserve a token, possibly one not refilled yet
-    return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens / this.#qps) * 1000);
+    return Math.min(this.#max, this.#base * 2 ** n);
   }
 
   forget(item: T): void {

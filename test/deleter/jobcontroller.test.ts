@@ -77,7 +77,7 @@ describe('JobController', () => {
     const jc = makeController();
     jc.start();
     await jc.waitForSync();
-    expect(jc.inProgress('pv1', true)).toBe(true);
+    expect(jc.inProgress('pv1')).toBe(true);
     expect(jc.status('pv1', pv.metadata?.uid)).toEqual({ state: 'Running', stale: false });
     const deletes: unknown[] = [];
     const orig = fake.deletePersistentVolume.bind(fake);
@@ -98,7 +98,7 @@ describe('JobController', () => {
     expect(sum?.labels).toMatchObject({ mode: 'Block', type: 'job', capacity: '500G', cleanup_command: '/scripts/quick_reset.sh' });
     expect(sum?.value).toBeCloseTo(20, 1);
     expect(await metricValue(metrics.apiserverRequests, { method: 'delete' })).toBe(1);
-    expect(jc.inProgress('pv1', true)).toBe(false);
+    expect(jc.inProgress('pv1')).toBe(false);
     expect(recorder.events).toEqual([]);
   });
 
@@ -156,7 +156,7 @@ describe('JobController', () => {
     expect(await metricValue(metrics.cleanupRetries, { type: 'job' })).toBe(1);
     const del = fake.requests.filter((r) => r.verb === 'delete' && r.kind === 'jobs');
     expect(del).toHaveLength(1);
-    expect(jc.inProgress('pv1', true)).toBe(false);
+    expect(jc.inProgress('pv1')).toBe(false);
     expect(jc.status('pv1')).toEqual({ state: 'Backoff', retryInMs: 30_000 });
     now += 30_000;
     expect(jc.status('pv1')).toEqual({ state: 'NotFound' });
@@ -197,11 +197,11 @@ describe('JobController', () => {
     jc.start();
     await jc.waitForSync();
     // pv2's Job is handled by the workers anyway (its PV is gone); pv1's is running.
-    await jc.removeStatus('pv1', true);
+    await jc.removeStatus('pv1');
     expect(fake.object('jobs', jobKey('pv1'))).toBeDefined();
-    await jc.removeStatus('pv2', true);
+    await jc.removeStatus('pv2');
     await vi.waitFor(() => expect(fake.object('jobs', jobKey('pv2'))).toBeUndefined());
-    expect(jc.inProgress('pv1', true)).toBe(true);
+    expect(jc.inProgress('pv1')).toBe(true);
   });
 
   it('takes the PV from the Job name: a Job whose pv label names another PV is ignored, never deletes a PV', async () => {
@@ -380,20 +380,20 @@ describe('Deleter + JobController', () => {
         readMountPoints: () => Promise.resolve(new Set([join(mountDir, 'pv1')])),
       });
       await d.deletePVs();
-      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
+      await vi.waitFor(() => expect(jc.inProgress(name)).toBe(true));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1);
 
       fake.setStatus('jobs', jobKey(name), failed);
       await vi.waitFor(() => expect(jc.status(name).state).toBe('Backoff'));
-      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(false));
+      await vi.waitFor(() => expect(jc.inProgress(name)).toBe(false));
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(1); // held by the backoff
       now += 31_000;
       await d.deletePVs();
       expect(fake.count('create', 'jobs')).toBe(2);
 
-      await vi.waitFor(() => expect(jc.inProgress(name, true)).toBe(true));
+      await vi.waitFor(() => expect(jc.inProgress(name)).toBe(true));
       fake.setStatus('jobs', jobKey(name), complete);
       await vi.waitFor(() => expect(fake.object('persistentvolumes', name)).toBeUndefined());
       await vi.waitFor(() => expect(fake.objects('jobs')).toEqual([]));

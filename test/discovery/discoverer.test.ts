@@ -38,12 +38,12 @@ class EventLog implements EventRecorder {
 class Tracker implements CleanupTracker {
   readonly running = new Set<string>();
   readonly calls: string[] = [];
-  inProgress(pvName: string, useJob: boolean): boolean {
-    this.calls.push(`inProgress ${pvName} ${useJob}`);
+  inProgress(pvName: string): boolean {
+    this.calls.push(`inProgress ${pvName}`);
     return this.running.has(pvName);
   }
-  removeStatus(pvName: string, useJob: boolean): void {
-    this.calls.push(`removeStatus ${pvName} ${useJob}`);
+  removeStatus(pvName: string): void {
+    this.calls.push(`removeStatus ${pvName}`);
   }
 }
 
@@ -180,8 +180,8 @@ describe('Discoverer', () => {
         },
       },
     });
-    expect(tracker.calls).toContain(`removeStatus ${names[0]!} false`);
-    expect(tracker.calls.indexOf(`inProgress ${names[0]!} false`)).toBeLessThan(tracker.calls.indexOf(`removeStatus ${names[0]!} false`));
+    expect(tracker.calls).toContain(`removeStatus ${names[0]!}`);
+    expect(tracker.calls.indexOf(`inProgress ${names[0]!}`)).toBeLessThan(tracker.calls.indexOf(`removeStatus ${names[0]!}`));
 
     // Metrics: 3 discoveries and 3 create requests (the capacity gauge is read from the PVs at scrape time, test/metrics).
     const total = await metrics.discoveryTotal.get();
@@ -337,7 +337,7 @@ describe('Discoverer', () => {
     const d = discoverer(config({ sc1: cls('sc1') }));
     const r = await d.discover();
     expect(r).toMatchObject({ ready: true, created: [generatePVName('mount1', 'test-node', 'sc1')] });
-    expect(tracker.calls).not.toContain(`removeStatus ${busy} false`);
+    expect(tracker.calls).not.toContain(`removeStatus ${busy}`);
     tracker.running.delete(busy);
     expect((await d.discover()).created).toEqual([busy]);
   });
@@ -560,9 +560,9 @@ describe('Discoverer', () => {
     expect(blockPV.spec).toMatchObject({ capacity: { storage: '20Mi' }, volumeMode: 'Block', local: { path: '/mnt/host/blk/disk1' } });
     const fsPV = kube.object('persistentvolumes', generatePVName('disk2', 'test-node', 'fsblk'))!;
     expect(fsPV.spec).toMatchObject({ volumeMode: 'Filesystem', local: { path: '/mnt/host/fsblk/disk2', fsType: 'ext4' } });
-    // Job cleaning applies to block devices only.
-    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk1', 'test-node', 'blk')} true`);
-    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk2', 'test-node', 'fsblk')} true`);
+    // Discovery asks the cleanup tracker (in-process cleans and Jobs) before creating either PV.
+    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk1', 'test-node', 'blk')}`);
+    expect(tracker.calls).toContain(`inProgress ${generatePVName('disk2', 'test-node', 'fsblk')}`);
   });
 
   it('owner reference and alpha annotation follow the config', async () => {

@@ -235,6 +235,14 @@ describe('createKubeClient against a local API server', () => {
     expect(client.stats().byRequest['watch nodes']).toBe(2);
   });
 
+  it('a watch that receives nothing for watchInactivityTimeoutMs is cut with a Timeout error', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromString(kubeconfigYaml(base));
+    const quiet = createKubeClient(kc, { qps: 100, burst: 100, watchInactivityTimeoutMs: 200 });
+    const e = await kubeRejection(quiet.watch('nodes', { resourceVersion: '1', fieldSelector: 'hang=1' }, () => undefined, new AbortController().signal));
+    expect([e.code, e.reason]).toEqual([0, 'Timeout']);
+  });
+
   it('network errors become KubeError code 0', async () => {
     const kc = new KubeConfig();
     const closed = http.createServer();
