@@ -32,7 +32,7 @@ import {
 import { HostFixtures, isRoot } from './support/host.ts';
 import { allZero, bindPV, configFiles, fillDevice, logsWith, PVWatch, readPV, runLogLines, waitPV } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { kc, core, storage, batch } = adminClients();
 const MIB = 1024 * 1024;

@@ -19,7 +19,7 @@ import { createImmediateClass, keepLogs, pvEvents, releaseAndRediscover, startDa
 import { HostFixtures, isRoot } from './support/host.ts';
 import { bindPV, configFiles, logsWith, metric, readPV, waitPV } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
 const M = 'local_volume_provisioner_';

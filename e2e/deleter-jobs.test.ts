@@ -29,7 +29,7 @@ import {
 import { HostFixtures, isRoot } from './support/host.ts';
 import { allZero, bindPV, configFiles, fillDevice, hostJobRunner, logsWith, metric, readPV, runLogLines, waitPV, waitPVGone } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, batch, storage } = adminClients();
 const MIB = 1024 * 1024;

@@ -30,7 +30,7 @@ import {
 import { HostFixtures, isRoot } from './support/host.ts';
 import { allZero, bindPV, configFiles, fillDevice, logsWith, metric, PVWatch, readPV, runLogLines, waitPV, waitPVGone } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { kc, core, storage } = adminClients();
 const SCRIPTS = join(import.meta.dirname, '..', 'deployment', 'scripts');

@@ -10,7 +10,7 @@ import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { metricValue, startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
 

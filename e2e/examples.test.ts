@@ -14,7 +14,7 @@ import { applyObjects, deploymentDir, manifestObjects } from './harness/manifest
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const examplesDir = resolve(deploymentDir, '..', '..', 'examples');
 const clusterScoped = new Set(['Namespace', 'StorageClass', 'PersistentVolume', 'ClusterRole', 'ClusterRoleBinding']);

@@ -7,7 +7,7 @@
 // 2 restarts whatever the poll period. Touches run for a minute, as in the issue.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 import { adminClients, uniqueName } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';

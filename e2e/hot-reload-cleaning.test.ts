@@ -15,7 +15,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AtomicWriter } from '../test/support/atomic-writer.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';

@@ -14,7 +14,7 @@ import { createImmediateClass, keepLogs, startDaemon } from './support/cleanup.t
 import { HostFixtures, isRoot } from './support/host.ts';
 import { applyConfig, configFiles, eventsAbout, metric, restartsMetric, waitPV, type ConfigSpec } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
 

@@ -30,7 +30,7 @@ import { createImmediateClass, keepLogs, pvEvents, startDaemon } from './support
 import { HostFixtures, isRoot } from './support/host.ts';
 import { applyConfig, bindPV, metric, readPV, waitPV, waitPVGone } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
 const M = 'local_volume_provisioner_';

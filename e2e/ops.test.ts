@@ -15,7 +15,7 @@ import { GO_METRICS, parseExposition } from './support/go-metrics.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { configFiles, metric, pvsOfNode, releasePV, waitPV, waitPVGone } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
 const repo = join(import.meta.dirname, '..');

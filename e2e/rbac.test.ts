@@ -18,7 +18,7 @@ import { createImmediateClass, releaseAndRediscover, startDaemon } from './suppo
 import { HostFixtures, isRoot } from './support/host.ts';
 import { bindPV, configFiles, eventsAbout, logsWith, metric, waitPV } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
-import { generatePVName } from '../src/discovery/naming.ts';
+import { generatePVName } from '../src/volume/naming.ts';
 
 const admin = adminClients();
 const { core, storage } = admin;

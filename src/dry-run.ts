@@ -6,11 +6,12 @@
 // and says which fields it had to assume.
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { PVCache, pvOnThisNode } from './cache/pv-cache.ts';
+import { PVCache, pvOnThisNode } from './volume/pv-cache.ts';
 import { loadConfig } from './config/load.ts';
 import { formatConfigError } from './controller/supervisor.ts';
 import { Discoverer } from './discovery/discoverer.ts';
-import { provisionerName } from './discovery/naming.ts';
+import { provisionerName } from './volume/naming.ts';
+import { LABEL_HOSTNAME } from './volume/pv-spec.ts';
 import type { Options } from './flags.ts';
 import { createKubeClient, loadKubeConfig } from './kube/client.ts';
 import type { EventRecorder, ObjectRef } from './kube/events.ts';
@@ -72,13 +73,13 @@ async function readCluster(opts: Options, classNames: string[], logger: Logger):
     node: {
       apiVersion: 'v1',
       kind: 'Node',
-      metadata: { name: opts.nodeName, uid: UNKNOWN_UID, labels: { 'kubernetes.io/hostname': opts.nodeName } },
+      metadata: { name: opts.nodeName, uid: UNKNOWN_UID, labels: { [LABEL_HOSTNAME]: opts.nodeName } },
     },
     storageClasses: classNames.map((name) => ({ apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass', metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', reclaimPolicy: 'Delete' })),
     pvs: [],
     assumptions: [
       `offline (${why}): nothing was read from a cluster`,
-      `node labels unknown: kubernetes.io/hostname assumed to be ${JSON.stringify(opts.nodeName)}; nodeLabelsForPV labels are missing`,
+      `node labels unknown: ${LABEL_HOSTNAME} assumed to be ${JSON.stringify(opts.nodeName)}; nodeLabelsForPV labels are missing`,
       `node UID unknown: ${UNKNOWN_UID} stands for it in ownerReferences[].uid and, without useNodeNameOnly, in the provisioned-by annotation`,
       'StorageClasses unknown: reclaim policy assumed Delete, mount options assumed none',
       'existing PVs unknown: volumes that already have a PV are listed again',

@@ -3,7 +3,7 @@
 // parts (HTTP, metrics, API client, informers, event recorder, process table),
 // then config watcher -> supervisor -> controller generations.
 import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
-import { nodePVSelection } from './cache/pv-cache.ts';
+import { nodePVSelection } from './volume/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
@@ -21,7 +21,8 @@ import { stripManagedFields } from './kube/informer.ts';
 import { createInformer } from './kube/reflector.ts';
 import { createEventRecorder } from './kube/recorder.ts';
 import { Metrics } from './metrics/metrics.ts';
-import { Readiness, startHttpServer } from './server/http.ts';
+import { startHttpServer } from './server/http.ts';
+import { Readiness } from './util/readiness.ts';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';

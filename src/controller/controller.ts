@@ -10,19 +10,19 @@
 // process table, recorder, metrics, HTTP) come in through ProcessContext and
 // outlive the generation.
 import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
-import { PVCache } from '../cache/pv-cache.ts';
+import { PVCache } from '../volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
 import { JobController, type JobPresence } from '../deleter/jobcontroller.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
-import { provisionerName } from '../discovery/naming.ts';
+import { provisionerName } from '../volume/naming.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { KubePort } from '../kube/port.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { Readiness } from '../server/http.ts';
+import type { Readiness } from '../util/readiness.ts';
 import type { KeyedBackoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import type { NodeTaintRemover } from './node-taint.ts';

@@ -11,26 +11,10 @@
 import { execa } from 'execa';
 import { errorMessage as errMsg } from './common.ts';
 
-export { cleanFilesystem, type FilesystemCleanOptions } from './fs-cleaner.ts';
+import type { CleanResult } from './clean-result.ts';
 
-export interface CleanResult {
-  readonly ok: boolean;
-  /** Why the clean failed (undefined when ok). */
-  readonly error?: string | undefined;
-  readonly durationMs: number;
-  /** Filesystem: paths left in place because they are on another mount. */
-  readonly skipped: readonly string[];
-  /** Filesystem: number of entries removed. */
-  readonly removed: number;
-  /** Block: exit code of the command, when it exited. */
-  readonly exitCode?: number | undefined;
-  /** Block: the signal that ended the command, when one did. */
-  readonly signal?: string | undefined;
-  readonly timedOut?: boolean | undefined;
-  /** Block: the last lines of the command's output (bounded). */
-  readonly stdout: readonly string[];
-  readonly stderr: readonly string[];
-}
+export type { CleanResult } from './clean-result.ts';
+export { cleanFilesystem, type FilesystemCleanOptions } from './fs-cleaner.ts';
 
 export const DEFAULT_CLEAN_TIMEOUT_MS = 60 * 60 * 1000;
 export const DEFAULT_FORCE_KILL_AFTER_MS = 10_000;

@@ -35,10 +35,10 @@
 import { stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
-import { pvOnThisNode } from '../cache/pv-cache.ts';
+import { pvOnThisNode } from '../volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
-import { readMountPoints } from '../discovery/mountinfo.ts';
-import { generatePVName } from '../discovery/naming.ts';
+import { readMountPoints } from '../host/mountinfo.ts';
+import { generatePVName } from '../volume/naming.ts';
 import { pvRef, type EventRecorder, type EventType } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
 import { isAlreadyExists, isConflict, isNotFound, type KubePort } from '../kube/port.ts';

@@ -32,8 +32,8 @@
 // first: a threadpool round trip per file made an async version ~10x slower
 // than `find -delete`.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, rmdirSync, unlinkSync, type Stats } from 'node:fs';
-import { formatDev, makeDev, readMountTable, toBytePath, type MountEntry } from '../discovery/mountinfo.ts';
-import type { CleanResult } from './cleaner.ts';
+import { formatDev, makeDev, readMountTable, toBytePath, type MountEntry } from '../host/mountinfo.ts';
+import type { CleanResult } from './clean-result.ts';
 import { errorMessage as errMsg } from './common.ts';
 
 export interface FilesystemCleanOptions {

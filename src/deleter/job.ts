@@ -31,10 +31,10 @@
 // users who asked for Jobs.
 import type { V1Job, V1ResourceRequirements, V1SecurityContext, V1Toleration, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { VolumeMode } from '../config/types.ts';
-import { generateMountName } from '../discovery/naming.ts';
+import { generateMountName } from '../volume/naming.ts';
+import { LABEL_HOSTNAME } from '../volume/pv-spec.ts';
 
 export const JOB_NAME_PREFIX = 'cleanup-';
-export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 export const PV_LABEL = 'pv';
 export const PV_UID_LABEL = 'pvuuid';
 export const DEVICE_ANNOTATION = 'device';
@@ -105,7 +105,7 @@ export function jobTarget(job: V1Job): JobTarget {
 }
 
 /** Label selector of the Job informer: this node's cleanup Jobs. */
-export const jobLabelSelector = (nodeName: string): string => `${HOSTNAME_LABEL}=${nodeName}`;
+export const jobLabelSelector = (nodeName: string): string => `${LABEL_HOSTNAME}=${nodeName}`;
 
 /** Go's time.RFC3339Nano for a JS Date (UTC, fraction without trailing zeros). */
 export function formatRFC3339Nano(d: Date): string {
@@ -153,7 +153,7 @@ export function buildCleanupJob(p: CleanupJobParams): V1Job {
       name: cleanupJobName(p.pvName),
       namespace: p.namespace,
       labels: {
-        [HOSTNAME_LABEL]: p.nodeName,
+        [LABEL_HOSTNAME]: p.nodeName,
         [PV_LABEL]: p.pvName,
         [PV_UID_LABEL]: p.pvUid,
         [MANAGED_BY_LABEL]: MANAGED_BY_VALUE,
@@ -171,7 +171,7 @@ export function buildCleanupJob(p: CleanupJobParams): V1Job {
         spec: {
           restartPolicy: 'OnFailure',
           automountServiceAccountToken: false,
-          nodeSelector: { [HOSTNAME_LABEL]: p.nodeName },
+          nodeSelector: { [LABEL_HOSTNAME]: p.nodeName },
           tolerations: p.tolerations.map((t) => ({ ...t })),
           containers: [
             {

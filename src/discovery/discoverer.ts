@@ -30,7 +30,6 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Node, V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { PVCache } from '../cache/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
@@ -40,12 +39,13 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { silentLogger } from '../util/log.ts';
-import { roundDownCapacityPretty } from './capacity.ts';
-import { mountDirProblem } from './host-mounts.ts';
-import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from './mountinfo.ts';
-import { generatePVName } from './naming.ts';
-import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from './pv-spec.ts';
-import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from './volume.ts';
+import { mountDirProblem } from '../host/host-mounts.ts';
+import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
+import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
+import { roundDownCapacityPretty } from '../volume/capacity.ts';
+import { generatePVName } from '../volume/naming.ts';
+import type { PVIndex } from '../volume/pv-index.ts';
+import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
@@ -58,7 +58,8 @@ export interface DiscovererOptions {
   readonly node: V1Node;
   readonly provisionerName: string;
   readonly kube: KubePort;
-  readonly pvCache: PVCache;
+  /** The PVs this provisioner owns (PVCache in the daemon). */
+  readonly pvCache: PVIndex;
   readonly storageClasses: Store<V1StorageClass>;
   readonly cleanupTracker: CleanupTracker;
   readonly recorder: EventRecorder;

@@ -4,7 +4,7 @@
 // Metrics are never re-registered across controller restarts (hot reload).
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { parseQuantity } from '../discovery/capacity.ts';
+import { parseQuantity } from '../volume/capacity.ts';
 import { VERSION } from '../version.ts';
 
 export const METRIC_PREFIX = 'local_volume_provisioner_';

@@ -16,7 +16,7 @@
 // hostnames is never touched, and the delay applies to PV deletes too (the Go
 // deleter deletes Available PVs of a gone node at once, before the node can come back).
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { LABEL_HOSTNAME } from '../discovery/pv-spec.ts';
+import { LABEL_HOSTNAME } from '../volume/pv-spec.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import { objectKey, stripManagedFields, type Informer } from '../kube/informer.ts';
 import { isNotFound, type KubePort } from '../kube/port.ts';

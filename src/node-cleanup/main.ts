@@ -5,7 +5,8 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { createKubeClient, loadKubeConfig } from '../kube/client.ts';
 import { createEventRecorder } from '../kube/recorder.ts';
-import { Readiness, startHttpServer } from '../server/http.ts';
+import { startHttpServer } from '../server/http.ts';
+import { Readiness } from '../util/readiness.ts';
 import { parseCli, runCli, runDaemon, type StopFn } from '../util/daemon.ts';
 import { formatDuration } from '../util/duration.ts';
 import { createLogger, type Logger } from '../util/log.ts';

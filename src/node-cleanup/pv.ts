@@ -2,7 +2,7 @@
 // local PV is pinned to, whether it is in scope, whether a PVC is the one bound to
 // it, and whether the PV itself may be deleted.
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { LABEL_HOSTNAME } from '../discovery/pv-spec.ts';
+import { LABEL_HOSTNAME } from '../volume/pv-spec.ts';
 
 /** A local PV (spec.local) of one of these StorageClasses. */
 export function isLocalPVOfClasses(pv: V1PersistentVolume, classes: ReadonlySet<string>): boolean {

@@ -6,22 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { Logger } from '../util/log.ts';
-
-/** Readiness as reported by /ready: the last discovery pass of the running controller had no error. */
-export class Readiness {
-  #ready = false;
-  #reason = 'no discovery pass has completed yet';
-  set(ready: boolean, reason = ''): void {
-    this.#ready = ready;
-    this.#reason = ready ? '' : reason;
-  }
-  get ready(): boolean {
-    return this.#ready;
-  }
-  get reason(): string {
-    return this.#reason;
-  }
-}
+import type { Readiness } from '../util/readiness.ts';
 
 export interface HttpServerOptions {
   /** Go-style listen address: ":8080", "127.0.0.1:8080", "[::1]:0". */

@@ -11,7 +11,7 @@ import { ProcTable } from '../../src/deleter/proctable.ts';
 import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
-import { generatePVName } from '../../src/discovery/naming.ts';
+import { generatePVName } from '../../src/volume/naming.ts';
 import { FakeRecorder, liveStore, makePV as makeNamedPV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
 import { writeMountInfo } from '../support/mountinfo.ts';
 

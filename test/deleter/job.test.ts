@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Job } from '@kubernetes/client-node';
 import { buildCleanupJob, formatRFC3339Nano, jobDeadlineSeconds, jobLabelSelector, jobPhase, jobStartTime } from '../../src/deleter/job.ts';
-import { generateMountName } from '../../src/discovery/naming.ts';
+import { generateMountName } from '../../src/volume/naming.ts';
 
 const base = {
   pvName: 'local-pv-1a2b3c4d',

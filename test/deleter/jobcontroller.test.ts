@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import type { V1Job } from '@kubernetes/client-node';
 import { Deleter } from '../../src/deleter/deleter.ts';
-import { generatePVName } from '../../src/discovery/naming.ts';
+import { generatePVName } from '../../src/volume/naming.ts';
 import { JobController, JobPresence, type JobControllerOptions } from '../../src/deleter/jobcontroller.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import { createInformer } from '../../src/kube/reflector.ts';

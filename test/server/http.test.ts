@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/metrics/metrics.ts';
-import { parseListenAddress, Readiness, startHttpServer } from '../../src/server/http.ts';
+import { parseListenAddress, startHttpServer } from '../../src/server/http.ts';
+import { Readiness } from '../../src/util/readiness.ts';
 import { silentLogger } from '../../src/util/log.ts';
 
 describe('parseListenAddress', () => {

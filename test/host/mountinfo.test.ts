@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatDev, makeDev, parseMountEntries, parseMountInfo, parseMountPropagation, readMountPoints, readMountTable, toBytePath, unescapeMountPath } from '../../src/discovery/mountinfo.ts';
+import { formatDev, makeDev, parseMountEntries, parseMountInfo, parseMountPropagation, readMountPoints, readMountTable, toBytePath, unescapeMountPath } from '../../src/host/mountinfo.ts';
 
 const SAMPLE = [
   '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro',

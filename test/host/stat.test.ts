@@ -9,7 +9,7 @@ import {
   detectVolumeMode,
   deviceNumbers,
   filesystemCapacity,
-} from '../../src/discovery/volume.ts';
+} from '../../src/host/stat.ts';
 
 let dir: string;
 beforeEach(async () => {

@@ -13,6 +13,7 @@ import { formatQuantity, roundDownCapacityPretty } from './capacity.ts';
 
 export const ANN_PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
 export const ANN_ALPHA_NODE_AFFINITY = 'volume.alpha.kubernetes.io/node-affinity';
+/** The well-known node label naming the host; the one copy of this string in src/. */
 export const LABEL_HOSTNAME = 'kubernetes.io/hostname';
 
 /** `kubernetes.io/hostname In [<the node's hostname label>]`; throws the Go errors when the label is missing. */

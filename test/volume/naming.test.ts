@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fnv1a32, generateMountName, generatePVName, provisionerName } from '../../src/discovery/naming.ts';
+import { fnv1a32, generateMountName, generatePVName, provisionerName } from '../../src/volume/naming.ts';
 
 describe('generatePVName', () => {
   // Vectors of the Go provisioner's discovery_test.go (node "test-node").

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatQuantity, GiB, KiB, MiB, parseQuantity, roundDownCapacityPretty, TiB } from '../../src/discovery/capacity.ts';
+import { formatQuantity, GiB, KiB, MiB, parseQuantity, roundDownCapacityPretty, TiB } from '../../src/volume/capacity.ts';
 
 describe('roundDownCapacityPretty', () => {
   // The Go provisioner's TestRoundDownCapacityPretty vectors (reconstructed from the behaviour spec).

@@ -1,7 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ClassConfig } from '../../src/config/types.ts';
-import { GiB, MiB } from '../../src/discovery/capacity.ts';
+import { GiB, MiB } from '../../src/volume/capacity.ts';
 import {
   alphaNodeAffinityAnnotation,
   buildLocalPV,
@@ -10,7 +10,7 @@ import {
   nodeHostnameTerm,
   nodeOwnerReference,
   type LocalPVInput,
-} from '../../src/discovery/pv-spec.ts';
+} from '../../src/volume/pv-spec.ts';
 
 const node: V1Node = {
   metadata: {

@@ -16,9 +16,10 @@ import type { V1Node, V1PersistentVolume, V1PersistentVolumeSpec } from '@kubern
 import type { Logger } from 'pino';
 import { objectKey, type Informer } from '../kube/informer.ts';
 import { silentLogger } from '../util/log.ts';
-import { PROVISIONER_NAME_PREFIX } from '../discovery/naming.ts';
-import { ANN_PROVISIONED_BY, LABEL_HOSTNAME } from '../discovery/pv-spec.ts';
+import { PROVISIONER_NAME_PREFIX } from './naming.ts';
+import { ANN_PROVISIONED_BY, LABEL_HOSTNAME } from './pv-spec.ts';
 import { nodeSelectorMatches } from './node-affinity.ts';
+import type { PVIndex } from './pv-index.ts';
 
 const provisionedBy = (pv: V1PersistentVolume): string | undefined => pv.metadata?.annotations?.[ANN_PROVISIONED_BY];
 
@@ -85,7 +86,7 @@ const DELETED_UIDS_KEPT = 1024;
  * The PVs this provisioner owns, by name and by spec.local.path. Fed by the
  * informer's handlers; `close()` unsubscribes (end of the generation).
  */
-export class PVCache {
+export class PVCache implements PVIndex {
   readonly #opts: PVCacheOptions;
   readonly #log: Logger;
   readonly #now: () => number;

@@ -15,7 +15,7 @@
 //   fresh check right before a clean);
 // - readMountPropagation/parseMountPropagation: mount point (UTF-8), filesystem
 //   type and propagation tags (shared:N, master:N), to tell whether a class's
-//   mountDir is on a mount that receives the host's mounts (src/discovery/host-mounts.ts).
+//   mountDir is on a mount that receives the host's mounts (src/host/host-mounts.ts).
 import { readFile } from 'node:fs/promises';
 
 export const DEFAULT_MOUNTINFO_PATH = '/proc/self/mountinfo';

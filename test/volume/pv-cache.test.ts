@@ -1,7 +1,7 @@
 import type { V1Node, V1NodeSelectorTerm, V1PersistentVolume } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { nodeSelectorMatches } from '../../src/cache/node-affinity.ts';
-import { nodePVSelection, PVCache, pvOnThisNode } from '../../src/cache/pv-cache.ts';
+import { nodeSelectorMatches } from '../../src/volume/node-affinity.ts';
+import { nodePVSelection, PVCache, pvOnThisNode } from '../../src/volume/pv-cache.ts';
 import type { Informer, InformerHandlers } from '../../src/kube/informer.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { FakeKube } from '../support/fake-kube.ts';
