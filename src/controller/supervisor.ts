@@ -35,7 +35,7 @@ import type { Logger } from '../util/log.ts';
 import type { WatchResult } from '../watcher/config-watcher.ts';
 import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
 import { nearestKey } from '../config/suggest.ts';
-import { rawFilesHash, warningsHash } from '../watcher/hash.ts';
+import { warningsHash } from '../watcher/hash.ts';
 import { createHash } from 'node:crypto';
 
 /** One running local controller; stop() resolves when nothing of it is left running. */
@@ -361,7 +361,7 @@ export class Supervisor {
     m.configReloadTotal.inc({ result: 'invalid' });
     m.configLastReloadSuccessful.set(0);
     const badHash = createHash('sha256')
-      .update(rawFilesHash(res.files.files))
+      .update(res.rawHash)
       .update(JSON.stringify(errors))
       .digest('hex');
     if (badHash === this.#rejectedHash) return;
@@ -410,9 +410,8 @@ export class Supervisor {
       this.#noKnownKeyHash = undefined;
       return;
     }
-    const raw = rawFilesHash(res.files.files);
-    if (raw === this.#noKnownKeyHash) return;
-    this.#noKnownKeyHash = raw;
+    if (res.rawHash === this.#noKnownKeyHash) return;
+    this.#noKnownKeyHash = res.rawHash;
     const described = names.map((n) => {
       const near = nearestKey(n, TOP_LEVEL_KEYS);
       return `${JSON.stringify(n)}${near === undefined ? '' : ` (did you mean ${JSON.stringify(near)}?)`}`;

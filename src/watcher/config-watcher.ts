@@ -28,11 +28,16 @@ import type { ParseResult } from '../config/types.ts';
 import type { Logger } from '../util/log.ts';
 import { rawFilesHash, warningsHash } from './hash.ts';
 
-/** One delivered check: the files of one generation and what they parse to. */
+/** One delivered check: the files of one generation, their hash, and what they parse to. */
 export interface WatchResult {
   readonly files: ConfigFiles;
+  /** rawFilesHash of `files.files`, computed once by the watcher (consumers need not hash again). */
+  readonly rawHash: string;
   readonly result: ParseResult;
 }
+
+/** The raw hash of an unreadable directory (no files). */
+const EMPTY_RAW_HASH = rawFilesHash({});
 
 export interface ConfigWatcherOptions {
   /** The mounted ConfigMap directory (e.g. /etc/provisioner/config). */
@@ -248,14 +253,14 @@ export class ConfigWatcher {
       }
       const raw = rawFilesHash(files.files);
       const last = this.#lastRaw;
-      if (last && last.raw === raw) return { key: last.key, res: { files, result: last.result } };
+      if (last && last.raw === raw) return { key: last.key, res: { files, rawHash: raw, result: last.result } };
       // A fresh parse (src/config returns a new, frozen object each time).
       const result = this.#parse(files.files);
       // A valid config's key includes its warnings: adding a misspelt key (which changes
       // nothing in the config) is still delivered, so it is reported.
       const key = result.ok ? `ok:${result.hash}:${warningsHash(result.warnings)}` : `invalid:${raw}`;
       this.#lastRaw = { raw, key, result };
-      return { key, res: { files, result } };
+      return { key, res: { files, rawHash: raw, result } };
     }
   }
 
@@ -264,7 +269,7 @@ export class ConfigWatcher {
     this.#lastRaw = undefined;
     const key = `error:${createHash('sha256').update(message).digest('hex')}`;
     const result: ParseResult = { ok: false, errors: [{ path: '', message }] };
-    return { key, res: { files: { files: {}, generation: undefined }, result } };
+    return { key, res: { files: { files: {}, generation: undefined }, rawHash: EMPTY_RAW_HASH, result } };
   }
 
   #sleep(ms: number): Promise<void> {

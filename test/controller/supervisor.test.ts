@@ -12,12 +12,13 @@ import type { EventRecorder, EventType, ObjectRef } from '../../src/kube/events.
 import { Metrics } from '../../src/metrics/metrics.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ConfigWatcher, type WatchResult } from '../../src/watcher/config-watcher.ts';
+import { rawFilesHash } from '../../src/watcher/hash.ts';
 import { AtomicWriter } from '../support/atomic-writer.ts';
 import { classYaml, sleep, waitFor } from '../watcher/helpers.ts';
 
 let genCounter = 0;
 function result(files: Record<string, string>): WatchResult {
-  return { files: { files, generation: `..gen.${++genCounter}` }, result: parseConfig(files) };
+  return { files: { files, generation: `..gen.${++genCounter}` }, rawHash: rawFilesHash(files), result: parseConfig(files) };
 }
 
 const A = { storageClassMap: classYaml({ fast: { hostDir: '/mnt/fast' }, slow: { hostDir: '/mnt/slow' } }) };
@@ -171,6 +172,7 @@ describe('Supervisor: reload', () => {
     if (!base.result.ok) throw new Error('A is valid');
     const warned: WatchResult = {
       files: base.files,
+      rawHash: base.rawHash,
       result: { ...base.result, warnings: [{ path: 'storageClassMap.fast.hostdirr', message: 'unknown key', file: 'storageClassMap', line: 3 }] },
     };
     await sup.handle(warned);

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { readConfigDir, type ConfigFiles } from '../../src/config/load.ts';
 import { parseConfig } from '../../src/config/parse.ts';
 import { ConfigWatcher, type ConfigWatcherOptions, type WatchResult } from '../../src/watcher/config-watcher.ts';
+import { rawFilesHash } from '../../src/watcher/hash.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { AtomicWriter } from '../support/atomic-writer.ts';
 import { classYaml, sleep, waitFor } from './helpers.ts';
@@ -99,6 +100,19 @@ describe('ConfigWatcher: change detection', () => {
     const hashes = results.map((r) => (r.result.ok ? r.result.hash : ''));
     expect(new Set(hashes.slice(0, 5)).size).toBe(5);
     expect(hashes[5]).toBe(hashes[3]);
+  });
+
+  it('carries the raw hash of the files it delivers, valid, invalid or unreadable', async () => {
+    await writer.write(BASE);
+    const w = makeWatcher({ watch: false });
+    await w.start();
+    await writer.write({ storageClassMap: 'fast: [unclosed\n' });
+    await w.checkNow();
+    await rm(dir, { recursive: true, force: true });
+    await w.checkNow();
+    expect(results.map((r) => r.result.ok)).toEqual([true, false, false]);
+    for (const r of results) expect(r.rawHash).toBe(rawFilesHash(r.files.files));
+    expect(new Set(results.map((r) => r.rawHash)).size).toBe(3);
   });
 
   it('delivers nothing for kubelet touches and byte-identical rewrites', async () => {
