@@ -1,42 +1,31 @@
 // The supervisor owns the running local-controller generation and replaces it
 // when the configuration really changes (hot reload). It is process-scoped: the
 // metrics, the event recorder and whatever the caller keeps outside `start`
-// (informers, HTTP server, process table) survive every reload.
+// (informers, HTTP server, process table) survive every reload. It decides what
+// runs; everything it tells (Events, metrics, log lines) goes through the
+// ReloadReporter (reload-reporter.ts).
 //
 // Rules (docs/hot-reload.md has the full story):
-// - Valid, same hash as the running generation: `config_reload_total{result="unchanged"}`;
-//   `config_last_reload_successful` goes back to 1 (so a reverted bad edit clears the alarm).
-// - Invalid: the running generation is left alone. Every error is logged and a
-//   Warning `ConfigInvalid` Event goes to each ref, once per distinct bad
-//   content; `config_last_reload_successful` 0, `config_reload_total{result="invalid"}`.
-//   With no valid config yet, nothing runs and `ready` stays false until one arrives.
-// - Valid and new, hot reload off, a generation running: logged once per hash with
-//   the changed keys ("restart the pod to apply") and counted as `unchanged`
-//   (the running configuration did not change); nothing else happens.
+// - Valid, same hash as the running generation: unchanged, nothing happens.
+// - Invalid: the running generation is left alone. With no valid config yet,
+//   nothing runs and `ready` stays false until one arrives.
+// - Valid and new, hot reload off, a generation running: only reported (the
+//   running configuration did not change); nothing else happens.
 // - Valid and new otherwise: the old generation is stopped completely (its
 //   stop() awaited), then the new one started. A failed start is retried with
-//   backoff (a Warning `ControllerStartFailed` Event once per config, a log line
-//   per attempt, `config_last_reload_successful` 0) until it works or a newer
-//   result arrives. On success: a Normal `ConfigReloaded` Event naming the
-//   changed keys, a structured log line with the diff, `config_reload_total{result="applied"}`,
-//   `config_last_reload_successful` 1, the success timestamp, `config_info{hash}` and,
-//   except for the very first start, `controller_restarts_total`.
+//   backoff until it works or a newer result arrives; the last good config stays
+//   the one reported as applied meanwhile.
 // - Results are handled one at a time; results arriving meanwhile coalesce, and
 //   only the latest is handled next.
 // - lastKnownClasses: every storage class ever applied, with its latest
 //   settings, so Released PVs of a class removed from the config can still be
 //   cleaned with the settings it last had.
-import { diffConfigs } from '../config/diff.ts';
-import type { ClassConfig, ConfigError, ProvisionerConfig } from '../config/types.ts';
-import type { EventRecorder, EventType, ObjectRef } from '../kube/events.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { backoffDelay, type BackoffOptions } from '../util/backoff.ts';
-import type { Logger } from '../util/log.ts';
 import type { WatchResult } from '../watcher/config-watcher.ts';
-import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
-import { nearestKey } from '../config/suggest.ts';
-import { warningsHash } from '../watcher/hash.ts';
-import { createHash } from 'node:crypto';
+import { ReloadReporter, type ReloadReporterOptions, type RunningConfig } from './reload-reporter.ts';
+
+export { formatConfigError, type RunningConfig } from './reload-reporter.ts';
 
 /** One running local controller; stop() resolves when nothing of it is left running. */
 export interface Generation {
@@ -54,81 +43,30 @@ export interface GenerationContext {
   readonly signal: AbortSignal;
 }
 
-export interface SupervisorOptions {
+/** The reporter's options (metrics, recorder, refs, logger, now, diff) and the state machine's own. */
+export interface SupervisorOptions extends ReloadReporterOptions {
   readonly start: (config: ProvisionerConfig, ctx: GenerationContext) => Promise<Generation>;
   /** When false, a new valid config is only logged while a generation runs. */
   readonly hotReload: boolean;
-  readonly metrics: Metrics;
-  readonly recorder: EventRecorder;
-  /** Events go to each (the provisioner Pod and its Node). */
-  readonly refs: readonly ObjectRef[];
-  readonly logger: Logger;
-  /** Wall clock in ms (default Date.now). */
-  readonly now?: (() => number) | undefined;
   /** Backoff between failed starts (default 1 s doubling to 60 s). */
   readonly retry?: BackoffOptions | undefined;
-  /** Seam for tests; defaults to src/config's diffConfigs. */
-  readonly diff?: ((a: ProvisionerConfig | undefined, b: ProvisionerConfig) => string[]) | undefined;
-}
-
-export interface RunningConfig {
-  readonly config: ProvisionerConfig;
-  readonly hash: string;
-  readonly generation: number;
 }
 
 interface Running extends RunningConfig {
   readonly gen: Generation;
 }
 
-interface Target {
-  readonly config: ProvisionerConfig;
-  readonly hash: string;
-  readonly generation: number;
+interface Target extends RunningConfig {
   attempts: number;
 }
 
-/** Events are capped well below the API's 1 KiB message limit. */
-const MAX_EVENT_MESSAGE = 1000;
-/** Errors spelled out in a ConfigInvalid Event before "and N more". */
-const EVENT_ERRORS = 3;
 const DEFAULT_RETRY: BackoffOptions = { initialMs: 1000, maxMs: 60_000 };
-
-export const shortHash = (hash: string): string => hash.slice(0, 12);
-
-function truncate(s: string, max = MAX_EVENT_MESSAGE): string {
-  return s.length <= max ? s : `${s.slice(0, max - 3)}...`;
-}
-
-/** "path: message (file storageClassMap, line 3)". */
-export function formatConfigError(e: ConfigError): string {
-  const where: string[] = [];
-  if (e.file !== undefined) where.push(`file ${e.file}`);
-  if (e.line !== undefined) where.push(`line ${e.line}`);
-  const head = e.path ? `${e.path}: ` : '';
-  return `${head}${e.message}${where.length ? ` (${where.join(', ')})` : ''}`;
-}
-
-function listKeys(keys: readonly string[], max = 20): string {
-  if (keys.length === 0) return 'no key (equivalent content)';
-  const shown = keys.slice(0, max).join(', ');
-  return keys.length > max ? `${shown} and ${keys.length - max} more` : shown;
-}
-
-function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class Supervisor {
   readonly #start: SupervisorOptions['start'];
   readonly #hotReload: boolean;
-  readonly #metrics: Metrics;
-  readonly #recorder: EventRecorder;
-  readonly #refs: readonly ObjectRef[];
-  readonly #log: Logger;
-  readonly #now: () => number;
+  readonly #report: ReloadReporter;
   readonly #retry: BackoffOptions;
-  readonly #diff: (a: ProvisionerConfig | undefined, b: ProvisionerConfig) => string[];
 
   #running: Running | undefined;
   /** The config of the last generation that started (kept while a replacement is failing to start). */
@@ -146,25 +84,11 @@ export class Supervisor {
   readonly #abort = new AbortController();
   #stopping: Promise<void> | undefined;
 
-  /** Hash of the last bad content reported (not reported again). */
-  #rejectedHash: string | undefined;
-  /** Config hash + warnings hash of the last valid result whose parse warnings were logged. */
-  #warnedKey: string | undefined;
-  /** Raw files hash of the last config dir reported as having no known key. */
-  #noKnownKeyHash: string | undefined;
-  /** Hash of the last valid config ignored because hot reload is off. */
-  #ignoredHash: string | undefined;
-
   constructor(opts: SupervisorOptions) {
     this.#start = opts.start;
     this.#hotReload = opts.hotReload;
-    this.#metrics = opts.metrics;
-    this.#recorder = opts.recorder;
-    this.#refs = opts.refs;
-    this.#log = opts.logger;
-    this.#now = opts.now ?? Date.now;
+    this.#report = new ReloadReporter(opts);
     this.#retry = opts.retry ?? DEFAULT_RETRY;
-    this.#diff = opts.diff ?? diffConfigs;
   }
 
   /** The running generation's config, or undefined when none runs. */
@@ -200,7 +124,7 @@ export class Supervisor {
 
   #kick(): void {
     this.#loop ??= this.#drain()
-      .catch((e: unknown) => this.#log.error({ err: e }, 'config supervisor loop failed'))
+      .catch((e: unknown) => this.#report.loopFailed(e))
       .finally(() => {
         this.#loop = undefined;
         // A result that came in while the loop was finishing is handled by a new loop.
@@ -248,35 +172,26 @@ export class Supervisor {
   async #process(res: WatchResult): Promise<void> {
     const { result } = res;
     if (!result.ok) {
-      this.#rejected(res, result.errors);
+      this.#report.rejected(res, result.errors, { running: this.#running?.hash, target: this.#target?.hash });
       return;
     }
     const { config, hash } = result;
-    this.#logWarnings(hash, result.warnings);
-    this.#checkKnownKeys(res);
+    this.#report.warnings(hash, result.warnings);
+    this.#report.checkKnownKeys(res);
     if (this.#running?.hash === hash || (this.#running === undefined && this.#target?.hash === hash)) {
-      this.#unchanged();
+      this.#report.unchanged(this.#running !== undefined || this.#target === undefined);
       return;
     }
     const running = this.#running;
     if (running && !this.#hotReload) {
-      this.#metrics.configReloadTotal.inc({ result: 'unchanged' });
-      this.#metrics.configLastReloadSuccessful.set(1);
-      this.#rejectedHash = undefined;
-      if (this.#ignoredHash !== hash) {
-        this.#ignoredHash = hash;
-        this.#log.warn(
-          { hash, runningHash: running.hash, changed: this.#safeDiff(running.config, config) },
-          'configuration changed but hot reload is disabled; restart the pod to apply it',
-        );
-      }
+      this.#report.ignored(running, config, hash);
       return;
     }
     // A real change: stop the old generation completely before anything new runs.
     this.#target = { config, hash, generation: this.#nextGeneration++, attempts: 0 };
     if (running) {
       this.#running = undefined;
-      this.#log.info({ hash: running.hash, generation: running.generation }, 'stopping the local controller for a new configuration');
+      this.#report.stopping(running);
       await this.#stopGeneration(running);
     }
   }
@@ -295,146 +210,28 @@ export class Supervisor {
       });
     } catch (e) {
       if (this.#stopped) {
-        this.#log.info({ hash: t.hash, generation: t.generation }, 'local controller start abandoned: shutting down');
+        this.#report.startAbandoned(t);
         return false;
       }
       t.attempts++;
-      this.#metrics.configLastReloadSuccessful.set(0);
-      this.#log.error(
-        { err: e, hash: t.hash, generation: t.generation, attempt: t.attempts },
-        'starting the local controller failed; retrying with backoff',
-      );
-      if (t.attempts === 1) {
-        this.#emit(
-          'Warning',
-          'ControllerStartFailed',
-          `Starting the local controller with configuration ${shortHash(t.hash)} failed (will retry): ${errorMessage(e)}`,
-        );
-      }
+      this.#report.startFailed(t, t.attempts, e);
       return false;
     }
     const previous = this.#applied;
-    const firstStart = previous === undefined;
-    this.#running = { config: t.config, hash: t.hash, generation: t.generation, gen };
-    this.#applied = { config: t.config, hash: t.hash, generation: t.generation };
+    const next: RunningConfig = { config: t.config, hash: t.hash, generation: t.generation };
+    this.#running = { ...next, gen };
+    this.#applied = next;
     this.#known = classes;
     if (this.#target === t) this.#target = undefined;
-    const wasRejected = this.#rejectedHash !== undefined;
-    this.#rejectedHash = undefined;
-    this.#ignoredHash = undefined;
-
-    const m = this.#metrics;
-    m.configReloadTotal.inc({ result: 'applied' });
-    m.configLastReloadSuccessful.set(1);
-    m.configLastReloadSuccessTimestamp.set(this.#now() / 1000);
-    m.setConfigHash(t.hash);
-    if (!firstStart) m.controllerRestarts.inc();
-
-    const changed = this.#safeDiff(previous?.config, t.config);
-    const removedClasses = previous
-      ? Object.keys(previous.config.storageClassMap).filter((c) => !(c in t.config.storageClassMap))
-      : [];
-    this.#log.info(
-      {
-        hash: t.hash,
-        previousHash: previous?.hash,
-        generation: t.generation,
-        changed,
-        removedClasses,
-        attempts: t.attempts + 1,
-      },
-      firstStart ? 'configuration loaded; local controller started' : 'configuration reloaded; local controller restarted',
-    );
-    if (!firstStart || wasRejected) {
-      const what = firstStart ? 'first valid configuration' : `changed: ${listKeys(changed)}`;
-      this.#emit(
-        'Normal',
-        'ConfigReloaded',
-        `Configuration ${shortHash(t.hash)} applied, local controller generation ${t.generation} started; ${what}`,
-      );
-    }
+    this.#report.applied(previous, next, t.attempts + 1);
     return true;
-  }
-
-  #rejected(res: WatchResult, errors: readonly ConfigError[]): void {
-    const m = this.#metrics;
-    m.configReloadTotal.inc({ result: 'invalid' });
-    m.configLastReloadSuccessful.set(0);
-    const badHash = createHash('sha256')
-      .update(res.rawHash)
-      .update(JSON.stringify(errors))
-      .digest('hex');
-    if (badHash === this.#rejectedHash) return;
-    this.#rejectedHash = badHash;
-    const keeping = this.#running
-      ? `keeping configuration ${shortHash(this.#running.hash)} running`
-      : this.#target
-        ? `still trying to start configuration ${shortHash(this.#target.hash)}`
-        : 'no valid configuration yet, the local controller is not running';
-    for (const e of errors) {
-      this.#log.error(
-        { path: e.path, file: e.file, line: e.line, generation: res.files.generation },
-        `invalid configuration: ${formatConfigError(e)}`,
-      );
-    }
-    this.#log.warn({ errors: errors.length, generation: res.files.generation }, `configuration rejected; ${keeping}`);
-    const shown = errors.slice(0, EVENT_ERRORS).map(formatConfigError).join('; ');
-    const more = errors.length > EVENT_ERRORS ? `; and ${errors.length - EVENT_ERRORS} more` : '';
-    const n = errors.length === 1 ? '1 error' : `${errors.length} errors`;
-    this.#emit('Warning', 'ConfigInvalid', `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
-  }
-
-  /**
-   * Parse warnings (unknown keys, ...) never block a config. They are logged for
-   * every delivered result whose config or warnings differ from the last one
-   * logged: at start and on every reload, and when a misspelt key is added to a
-   * config that is otherwise unchanged.
-   */
-  #logWarnings(hash: string, warnings: readonly ConfigError[] | undefined): void {
-    const key = `${hash}:${warningsHash(warnings)}`;
-    if (key === this.#warnedKey) return;
-    this.#warnedKey = key;
-    for (const w of warnings ?? []) {
-      this.#log.warn({ path: w.path, file: w.file, line: w.line, hash }, `configuration warning: ${formatConfigError(w)}`);
-    }
-  }
-
-  /**
-   * A config dir in which no file names a known setting (empty, a misspelt
-   * storageClassMap, the wrong ConfigMap mounted) runs with nothing to discover:
-   * a Warning `ConfigNoKnownKey` Event, once per distinct content.
-   */
-  #checkKnownKeys(res: WatchResult): void {
-    const names = Object.keys(res.files.files);
-    if (names.some(isKnownTopLevelKey)) {
-      this.#noKnownKeyHash = undefined;
-      return;
-    }
-    if (res.rawHash === this.#noKnownKeyHash) return;
-    this.#noKnownKeyHash = res.rawHash;
-    const described = names.map((n) => {
-      const near = nearestKey(n, TOP_LEVEL_KEYS);
-      return `${JSON.stringify(n)}${near === undefined ? '' : ` (did you mean ${JSON.stringify(near)}?)`}`;
-    });
-    const found = names.length === 0 ? 'the directory has no keys' : `unknown keys: ${described.join(', ')}`;
-    const msg = `No known key in the configuration (${found}); nothing will be discovered`;
-    this.#log.warn({ keys: names, generation: res.files.generation }, msg);
-    this.#emit('Warning', 'ConfigNoKnownKey', msg);
-  }
-
-  #unchanged(): void {
-    this.#metrics.configReloadTotal.inc({ result: 'unchanged' });
-    // The content is valid again (e.g. a bad edit was reverted): clear the alarm.
-    this.#metrics.configLastReloadSuccessful.set(this.#running || this.#target === undefined ? 1 : 0);
-    this.#rejectedHash = undefined;
-    this.#ignoredHash = undefined;
   }
 
   async #stopGeneration(r: Running): Promise<void> {
     try {
       await r.gen.stop();
     } catch (e) {
-      this.#log.error({ err: e, hash: r.hash, generation: r.generation }, 'stopping the local controller failed; continuing');
+      this.#report.stopFailed(r, e);
     }
   }
 
@@ -453,26 +250,6 @@ export class Supervisor {
     }).finally(() => {
       this.#wake = undefined;
     });
-  }
-
-  #safeDiff(a: ProvisionerConfig | undefined, b: ProvisionerConfig): string[] {
-    try {
-      return this.#diff(a, b);
-    } catch (e) {
-      this.#log.error({ err: e }, 'computing the configuration diff failed');
-      return [];
-    }
-  }
-
-  #emit(type: EventType, reason: string, message: string): void {
-    const msg = truncate(message);
-    for (const ref of this.#refs) {
-      try {
-        this.#recorder.event(ref, type, reason, msg);
-      } catch (e) {
-        this.#log.warn({ err: e, reason }, 'recording an event failed');
-      }
-    }
   }
 
   #releaseWaiters(): void {

@@ -412,6 +412,20 @@ describe('Supervisor: hot reload off, start failures, stop', () => {
     expect(rec.reasons()).toEqual(['ControllerStartFailed', 'ControllerStartFailed', 'ConfigReloaded', 'ConfigReloaded']);
   });
 
+  it('a bad config while a new one keeps failing to start names the pending one, and the gauge stays 0', async () => {
+    const { sup, h, rec, metrics } = setup({ retry: { initialMs: 10_000, maxMs: 10_000, jitter: 0 } });
+    await sup.handle(result(A));
+    h.failStarts = 100;
+    await sup.handle(result(B));
+    await sup.handle(result(BAD_TYPE)); // each result also wakes the backoff: B is tried (and fails) again
+    expect(rec.reasons()).toEqual(['ControllerStartFailed', 'ControllerStartFailed', 'ConfigInvalid', 'ConfigInvalid']);
+    expect(rec.events[2]!.message).toContain(`still trying to start configuration ${hashOf(B).slice(0, 12)}`);
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+    await sup.handle(result(B)); // the pending config again: unchanged, its start is still failing
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+    expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 1, unchanged: 1 });
+  });
+
   it('a newer config replaces one that keeps failing to start', async () => {
     const { sup, h } = setup({ retry: { initialMs: 10_000, maxMs: 10_000, jitter: 0 } });
     await sup.handle(result(A));
