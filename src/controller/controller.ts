@@ -25,6 +25,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { Readiness } from '../util/readiness.ts';
 import type { KeyedBackoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
+import type { GenerationEnv } from '../volume/env.ts';
 import type { NodeTaintRemover } from './node-taint.ts';
 import type { Generation, GenerationContext } from './supervisor.ts';
 
@@ -102,6 +103,23 @@ export async function startController(
   // Wait for the process-scope caches (a no-op after the first generation).
   await Promise.all([pc.pvInformer.waitForSync(ctx.signal), pc.scInformer.waitForSync(ctx.signal)]);
 
+  const env: GenerationEnv = {
+    config,
+    lookupClass: (className: string): ClassConfig | undefined =>
+      config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className),
+    node: pc.node,
+    nodeId: { name: nodeName, uid: nodeUid },
+    provisionerName: name,
+    namespace: pc.namespace,
+    jobImage: pc.jobImage,
+    kube: pc.kube,
+    recorder: pc.recorder,
+    metrics: pc.metrics,
+    logger: log,
+    now: Date.now,
+    mountInfoPath: pc.mountInfoPath,
+  };
+
   const pvCache = new PVCache({ informer: pc.pvInformer, node: { name: nodeName, uid: nodeUid }, logger: log });
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
@@ -116,15 +134,9 @@ export async function startController(
   // Jobs are only watched while some may exist (JobPresence), so the daemon
   // needs no Jobs RBAC then. Only the creation of new Jobs depends on
   // useJobForCleaning (in the deleter).
-  const jobController = new JobController({
-    kube: pc.kube,
-    namespace: pc.namespace,
-    nodeName,
+  const jobController = new JobController(env, {
     informerFactory: pc.makeJobInformer,
     pvs: pvCache,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'job-controller' }),
     failureBackoff: pc.jobFailureBackoff,
     onChange: () => waker.kick(),
     watch: pc.jobPresence.modeFor(config.useJobForCleaning),
@@ -153,30 +165,16 @@ export async function startController(
     },
   };
 
-  const lookupClass = (className: string): ClassConfig | undefined =>
-    config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className);
-
-  const deleter = new Deleter({
-    config,
-    lookupClass,
-    node: pc.node,
-    provisionerName: name,
-    namespace: pc.namespace,
-    jobImage: pc.jobImage,
-    kube: pc.kube,
+  const deleter = new Deleter(env, {
     pvs: pvCache,
     allPvs: pc.pvInformer,
     procTable: pc.procTable,
     jobController,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'deleter' }),
     cleanTimeoutMs: pc.cleanTimeoutMs,
     maxConcurrentCleans: pc.maxConcurrentCleans,
     retryBackoff: pc.cleanRetryBackoff,
     signal: pc.shutdown,
     cleanerRegistry: pc.cleanerRegistry,
-    mountInfoPath: pc.mountInfoPath,
     onChange: () => waker.kick(),
   });
   const discoverer = new Discoverer({
