@@ -120,7 +120,7 @@ export async function startController(
     mountInfoPath: pc.mountInfoPath,
   };
 
-  const pvCache = new PVCache({ informer: pc.pvInformer, node: { name: nodeName, uid: nodeUid }, logger: log });
+  const pvCache = new PVCache(env, { informer: pc.pvInformer });
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
     update: (oldPv, newPv) => {
@@ -177,18 +177,10 @@ export async function startController(
     cleanerRegistry: pc.cleanerRegistry,
     onChange: () => waker.kick(),
   });
-  const discoverer = new Discoverer({
-    config,
-    node: pc.node,
-    provisionerName: name,
-    kube: pc.kube,
+  const discoverer = new Discoverer(env, {
     pvCache,
     storageClasses: pc.scInformer,
     cleanupTracker: tracker,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'discovery' }),
-    mountInfoPath: pc.mountInfoPath,
     signal: abort.signal,
   });
 

@@ -4,6 +4,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { GENERATION_ENV_KEYS, nodeIdOf, type GenerationEnv } from '../../src/volume/env.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import type { PVCacheEnv } from '../../src/volume/pv-cache.ts';
 import { testConfig } from './config.ts';
 
 /** What a test must give: the API port, the recorder and the metrics it inspects. */
@@ -39,4 +40,9 @@ export function splitEnv<T extends object>(over: Partial<GenerationEnv> & T): [P
   const own: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(over)) ((GENERATION_ENV_KEYS as readonly string[]).includes(k) ? env : own)[k] = v;
   return [env, own as T];
+}
+
+/** The part of a GenerationEnv a PVCache needs: this node's name and UID, a silent logger, Date.now. */
+export function testCacheEnv(nodeId: { name: string; uid: string }, now: () => number = Date.now): PVCacheEnv {
+  return { nodeId, logger: silentLogger, now };
 }
