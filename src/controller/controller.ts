@@ -41,7 +41,7 @@ export interface ProcessContext {
   /** Whether cleanup Jobs of this node may exist (decides whether a generation watches Jobs). */
   readonly jobPresence: JobPresence;
   /** The provisioner Pod and its Node: where process-level Warnings go. */
-  readonly eventRefs?: readonly ObjectRef[] | undefined;
+  readonly eventRefs: readonly ObjectRef[];
   readonly procTable: ProcTable;
   readonly recorder: EventRecorder;
   readonly metrics: Metrics;
@@ -49,15 +49,17 @@ export interface ProcessContext {
   readonly readiness: Readiness;
   readonly taintRemover: NodeTaintRemover;
   readonly discoveryPeriodMs: number;
-  readonly cleanTimeoutMs?: number | undefined;
-  readonly maxConcurrentCleans?: number | undefined;
+  readonly cleanTimeoutMs: number;
+  readonly maxConcurrentCleans: number;
+  /** Mount table (default /proc/self/mountinfo; a seam for tests). */
   readonly mountInfoPath?: string | undefined;
   /** Process-scope retry state, so a config reload does not reset cleanup backoff. */
-  readonly cleanRetryBackoff?: KeyedBackoff | undefined;
-  readonly jobFailureBackoff?: KeyedBackoff | undefined;
+  readonly cleanRetryBackoff: KeyedBackoff;
+  readonly jobFailureBackoff: KeyedBackoff;
+  /** Undefined when the state dir cannot be used. */
   readonly cleanerRegistry?: CleanerRegistry | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
-  readonly shutdown?: AbortSignal | undefined;
+  readonly shutdown: AbortSignal;
 }
 
 /** Sleeps until the timeout, a kick, or an abort; whichever comes first. */
