@@ -19,7 +19,8 @@ import type { Informer, InformerHandlers } from './kube/informer.ts';
 import { objectKey } from './kube/informer.ts';
 import { KubeError, type KubePort } from './kube/port.ts';
 import { Metrics } from './metrics/metrics.ts';
-import type { Logger } from './util/log.ts';
+import { silentLogger, type Logger } from './util/log.ts';
+import type { GenerationEnv } from './volume/env.ts';
 
 /** A read-only, already-synced informer over a fixed list. */
 export function staticInformer<T extends { metadata?: { name?: string; namespace?: string } }>(items: readonly T[]): Informer<T> {
@@ -127,19 +128,26 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
   const problems: string[] = [];
   const recorder: EventRecorder = { event: (_ref: ObjectRef, type, reason, message) => problems.push(`${type} ${reason}: ${message}`) };
   const name = provisionerName({ name: opts.nodeName, uid: view.node.metadata?.uid ?? '' }, config.useNodeNameOnly);
-  const pvCache = new PVCache({ informer: staticInformer(view.pvs), node: { name: opts.nodeName, uid: view.node.metadata?.uid ?? '' } });
-  const discoverer = new Discoverer({
+  const env: GenerationEnv = {
     config,
+    lookupClass: (className) => config.storageClassMap[className],
     node: view.node,
+    nodeId: { name: opts.nodeName, uid: view.node.metadata?.uid ?? '' },
     provisionerName: name,
+    namespace: opts.namespace,
+    jobImage: '',
     kube: recordingPort(created),
-    pvCache,
-    storageClasses: staticInformer(view.storageClasses),
-    cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
     recorder,
     metrics: new Metrics({ defaultMetrics: false }),
     // The discoverer believes it creates PVs: its info lines ("Created PV ...") would be false here.
-    logger: logger.child({ component: 'dry-run' }, { level: logger.levelVal >= logger.levels.values['warn']! ? logger.level : 'warn' }),
+    logger: logger.child({}, { level: logger.levelVal >= logger.levels.values['warn']! ? logger.level : 'warn' }),
+    now: Date.now,
+  };
+  const pvCache = new PVCache({ ...env, logger: silentLogger }, { informer: staticInformer(view.pvs) });
+  const discoverer = new Discoverer(env, {
+    pvCache,
+    storageClasses: staticInformer(view.storageClasses),
+    cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
   });
   const result = await discoverer.discover();
   pvCache.close();

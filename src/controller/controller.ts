@@ -25,6 +25,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { Readiness } from '../util/readiness.ts';
 import type { KeyedBackoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
+import type { GenerationEnv } from '../volume/env.ts';
 import type { NodeTaintRemover } from './node-taint.ts';
 import type { Generation, GenerationContext } from './supervisor.ts';
 
@@ -40,7 +41,7 @@ export interface ProcessContext {
   /** Whether cleanup Jobs of this node may exist (decides whether a generation watches Jobs). */
   readonly jobPresence: JobPresence;
   /** The provisioner Pod and its Node: where process-level Warnings go. */
-  readonly eventRefs?: readonly ObjectRef[] | undefined;
+  readonly eventRefs: readonly ObjectRef[];
   readonly procTable: ProcTable;
   readonly recorder: EventRecorder;
   readonly metrics: Metrics;
@@ -48,15 +49,17 @@ export interface ProcessContext {
   readonly readiness: Readiness;
   readonly taintRemover: NodeTaintRemover;
   readonly discoveryPeriodMs: number;
-  readonly cleanTimeoutMs?: number | undefined;
-  readonly maxConcurrentCleans?: number | undefined;
+  readonly cleanTimeoutMs: number;
+  readonly maxConcurrentCleans: number;
+  /** Mount table (default /proc/self/mountinfo; a seam for tests). */
   readonly mountInfoPath?: string | undefined;
   /** Process-scope retry state, so a config reload does not reset cleanup backoff. */
-  readonly cleanRetryBackoff?: KeyedBackoff | undefined;
-  readonly jobFailureBackoff?: KeyedBackoff | undefined;
+  readonly cleanRetryBackoff: KeyedBackoff;
+  readonly jobFailureBackoff: KeyedBackoff;
+  /** Undefined when the state dir cannot be used. */
   readonly cleanerRegistry?: CleanerRegistry | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
-  readonly shutdown?: AbortSignal | undefined;
+  readonly shutdown: AbortSignal;
 }
 
 /** Sleeps until the timeout, a kick, or an abort; whichever comes first. */
@@ -102,7 +105,24 @@ export async function startController(
   // Wait for the process-scope caches (a no-op after the first generation).
   await Promise.all([pc.pvInformer.waitForSync(ctx.signal), pc.scInformer.waitForSync(ctx.signal)]);
 
-  const pvCache = new PVCache({ informer: pc.pvInformer, node: { name: nodeName, uid: nodeUid }, logger: log });
+  const env: GenerationEnv = {
+    config,
+    lookupClass: (className: string): ClassConfig | undefined =>
+      config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className),
+    node: pc.node,
+    nodeId: { name: nodeName, uid: nodeUid },
+    provisionerName: name,
+    namespace: pc.namespace,
+    jobImage: pc.jobImage,
+    kube: pc.kube,
+    recorder: pc.recorder,
+    metrics: pc.metrics,
+    logger: log,
+    now: Date.now,
+    mountInfoPath: pc.mountInfoPath,
+  };
+
+  const pvCache = new PVCache(env, { informer: pc.pvInformer });
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
     update: (oldPv, newPv) => {
@@ -116,15 +136,9 @@ export async function startController(
   // Jobs are only watched while some may exist (JobPresence), so the daemon
   // needs no Jobs RBAC then. Only the creation of new Jobs depends on
   // useJobForCleaning (in the deleter).
-  const jobController = new JobController({
-    kube: pc.kube,
-    namespace: pc.namespace,
-    nodeName,
+  const jobController = new JobController(env, {
     informerFactory: pc.makeJobInformer,
     pvs: pvCache,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'job-controller' }),
     failureBackoff: pc.jobFailureBackoff,
     onChange: () => waker.kick(),
     watch: pc.jobPresence.modeFor(config.useJobForCleaning),
@@ -153,44 +167,22 @@ export async function startController(
     },
   };
 
-  const lookupClass = (className: string): ClassConfig | undefined =>
-    config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className);
-
-  const deleter = new Deleter({
-    config,
-    lookupClass,
-    node: pc.node,
-    provisionerName: name,
-    namespace: pc.namespace,
-    jobImage: pc.jobImage,
-    kube: pc.kube,
+  const deleter = new Deleter(env, {
     pvs: pvCache,
     allPvs: pc.pvInformer,
     procTable: pc.procTable,
     jobController,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'deleter' }),
     cleanTimeoutMs: pc.cleanTimeoutMs,
     maxConcurrentCleans: pc.maxConcurrentCleans,
     retryBackoff: pc.cleanRetryBackoff,
     signal: pc.shutdown,
     cleanerRegistry: pc.cleanerRegistry,
-    mountInfoPath: pc.mountInfoPath,
     onChange: () => waker.kick(),
   });
-  const discoverer = new Discoverer({
-    config,
-    node: pc.node,
-    provisionerName: name,
-    kube: pc.kube,
+  const discoverer = new Discoverer(env, {
     pvCache,
     storageClasses: pc.scInformer,
     cleanupTracker: tracker,
-    recorder: pc.recorder,
-    metrics: pc.metrics,
-    logger: log.child({ component: 'discovery' }),
-    mountInfoPath: pc.mountInfoPath,
     signal: abort.signal,
   });
 

@@ -34,17 +34,17 @@
 // generation's deleter finds their result in the ProcTable.
 import { stat } from 'node:fs/promises';
 import { posix } from 'node:path';
-import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
+import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { pvOnThisNode } from '../volume/pv-cache.ts';
-import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
+import type { ClassConfig, VolumeMode } from '../config/types.ts';
 import { readMountPoints } from '../host/mountinfo.ts';
 import { generatePVName } from '../volume/naming.ts';
-import { pvRef, type EventRecorder, type EventType } from '../kube/events.ts';
+import { pvRef, type EventType } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
-import { isAlreadyExists, isConflict, isNotFound, type KubePort } from '../kube/port.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import { isAlreadyExists, isConflict, isNotFound } from '../kube/port.ts';
+import type { GenerationEnv } from '../volume/env.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
-import { silentLogger, type Logger } from '../util/log.ts';
+import type { Logger } from '../util/log.ts';
 import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanResult, type FilesystemCleanOptions } from './cleaner.ts';
 import {
   errorMessage,
@@ -72,17 +72,8 @@ export const DEFAULT_RETRY_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs:
 export const DEFAULT_WARN_BACKOFF: BackoffOptions = { initialMs: 60_000, maxMs: 60 * 60_000, factor: 2, jitter: 0 };
 export const DEFAULT_MAX_CONCURRENT_CLEANS = 4;
 
+/** The deleter's own options; the rest comes from the GenerationEnv. */
 export interface DeleterOptions {
-  readonly config: ProvisionerConfig;
-  /** The class's current settings, or the last known ones of a class removed from the config. */
-  readonly lookupClass: (className: string) => ClassConfig | undefined;
-  readonly node: V1Node;
-  readonly provisionerName: string;
-  /** MY_NAMESPACE (cleanup Jobs). */
-  readonly namespace: string;
-  /** JOB_CONTAINER_IMAGE (cleanup Jobs). */
-  readonly jobImage: string;
-  readonly kube: KubePort;
   /** This node's PVs of this provisioner. */
   readonly pvs: Store<V1PersistentVolume>;
   /**
@@ -93,17 +84,11 @@ export interface DeleterOptions {
   readonly allPvs?: Store<V1PersistentVolume> | undefined;
   readonly procTable: ProcTable;
   readonly jobController?: JobTracker | undefined;
-  readonly recorder: EventRecorder;
-  readonly metrics: Metrics;
-  readonly logger?: Logger | undefined;
-  readonly now?: (() => number) | undefined;
   /** Timeout of an in-process block clean, and activeDeadlineSeconds of a cleanup Job (default 1 h). */
   readonly cleanTimeoutMs?: number | undefined;
   readonly maxConcurrentCleans?: number | undefined;
   /** Called when an in-process clean finished (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
-  /** Mount table for the volume checks; the Filesystem cleaner reads it afresh before each clean. */
-  readonly mountInfoPath?: string | undefined;
   /** Retry backoff after failed cleans/deletes; pass a process-scope one to keep it across reloads. */
   readonly retryBackoff?: KeyedBackoff | undefined;
   /** Window of repeated warnings (unsupported policy, vanished volume, unknown class). */
@@ -139,6 +124,7 @@ type RefusalReason = 'path_in_use' | 'name_mismatch';
 const modeLabel = (m: string | undefined): ModeLabel => (m === 'Block' || m === 'Filesystem' ? m : 'unknown');
 
 export class Deleter {
+  readonly #env: GenerationEnv;
   readonly #o: DeleterOptions;
   readonly #log: Logger;
   readonly #now: () => number;
@@ -147,10 +133,12 @@ export class Deleter {
   readonly #inflight = new Set<Promise<void>>();
   #stopped = false;
 
-  constructor(opts: DeleterOptions) {
+  /** The mount table (env.mountInfoPath) is read for the volume checks; the Filesystem cleaner reads it afresh before each clean. */
+  constructor(env: GenerationEnv, opts: DeleterOptions) {
+    this.#env = env;
     this.#o = opts;
-    this.#log = opts.logger ?? silentLogger;
-    this.#now = opts.now ?? Date.now;
+    this.#log = env.logger.child({ component: 'deleter' });
+    this.#now = env.now;
     this.#retry = opts.retryBackoff ?? new KeyedBackoff(DEFAULT_RETRY_BACKOFF, this.#now);
     this.#warn = new KeyedBackoff(opts.warnBackoff ?? DEFAULT_WARN_BACKOFF, this.#now);
   }
@@ -189,7 +177,7 @@ export class Deleter {
 
   async #consider(pv: V1PersistentVolume, pass: Pass): Promise<void> {
     if (pv.status?.phase !== 'Released' || pv.metadata?.deletionTimestamp) return;
-    const node = { name: this.#o.node.metadata?.name ?? '', uid: this.#o.node.metadata?.uid ?? '' };
+    const node = { name: this.#env.node.metadata?.name ?? '', uid: this.#env.node.metadata?.uid ?? '' };
     if (!pvOnThisNode(pv, node)) return;
     const policy = pv.spec?.persistentVolumeReclaimPolicy;
     if (policy === 'Retain') {
@@ -214,7 +202,7 @@ export class Deleter {
     if (!this.#warn.ready(key)) return;
     this.#warn.failure(key);
     this.#log.warn({ pv: pv.metadata?.name, reason }, message);
-    this.#o.recorder.event(pvRef(pv), type, reason, message);
+    this.#env.recorder.event(pvRef(pv), type, reason, message);
     also?.();
   }
 
@@ -223,14 +211,14 @@ export class Deleter {
     const name = pv.metadata?.name ?? '';
     const fail = (msg: string): undefined => {
       this.#warnOnce(pv, 'Warning', REASON_FAILED_DELETE, `Error cleaning PV ${JSON.stringify(name)}: ${msg}`, () =>
-        this.#o.metrics.deleteFailedTotal.inc({ mode: 'unknown', type: this.#useJob() ? 'job' : 'process' }),
+        this.#env.metrics.deleteFailedTotal.inc({ mode: 'unknown', type: this.#useJob() ? 'job' : 'process' }),
       );
       return undefined;
     };
     const localPath = pv.spec?.local?.path;
     if (!localPath) return fail('Unsupported volume type: only local volumes are cleaned');
     const className = pv.spec?.storageClassName ?? '';
-    const cls = this.#o.lookupClass(className);
+    const cls = this.#env.lookupClass(className);
     if (!cls) return fail(`Unknown storage class name ${className}`);
     const entry = directChild(cls.hostDir, localPath);
     if (entry === undefined) {
@@ -260,7 +248,7 @@ export class Deleter {
       const names = [...new Set(others.values())].sort().map((n) => JSON.stringify(n));
       problems.push(['path_in_use', `its volume ${JSON.stringify(pv.spec?.local?.path ?? '')} is also used by PV ${names.join(', ')}`]);
     }
-    const expected = generatePVName(entry, this.#o.node.metadata?.name ?? '', className);
+    const expected = generatePVName(entry, this.#env.node.metadata?.name ?? '', className);
     if (name !== expected) {
       problems.push([
         'name_mismatch',
@@ -270,7 +258,7 @@ export class Deleter {
     if (problems.length === 0) return false;
     const msg = `Refusing to clean PV ${JSON.stringify(name)}: ${problems.map(([, m]) => m).join('; ')}. The volume is not cleaned and the PV is kept; delete the PV by hand if it was not made by this provisioner.`;
     this.#warnOnce(pv, 'Warning', REASON_CLEAN_REFUSED, msg, () => {
-      for (const [reason] of problems) this.#o.metrics.cleanRefused.inc({ reason });
+      for (const [reason] of problems) this.#env.metrics.cleanRefused.inc({ reason });
     });
     return true;
   }
@@ -280,7 +268,7 @@ export class Deleter {
     const path = pv.spec?.local?.path;
     if (path === undefined) return [];
     const keys = [`host:${normalizePath(path)}`];
-    const cls = this.#o.lookupClass(pv.spec?.storageClassName ?? '');
+    const cls = this.#env.lookupClass(pv.spec?.storageClassName ?? '');
     const entry = cls ? directChild(cls.hostDir, path) : undefined;
     if (cls && entry !== undefined) keys.push(`mount:${posix.join(normalizePath(cls.mountDir), entry)}`);
     return keys;
@@ -303,7 +291,7 @@ export class Deleter {
   }
 
   #useJob(): boolean {
-    return this.#o.config.useJobForCleaning && this.#o.jobController !== undefined;
+    return this.#env.config.useJobForCleaning && this.#o.jobController !== undefined;
   }
 
   async #deletePV(v: Volume, pass: Pass): Promise<void> {
@@ -338,7 +326,7 @@ export class Deleter {
     const entry = this.#o.procTable.get(v.name);
     this.#log.info({ pv: v.name }, `Deleting pv ${v.name} after successful cleanup`);
     try {
-      await this.#o.metrics.timePvRequest('delete', () => this.#o.kube.deletePersistentVolume(v.name, { uid: v.uid }));
+      await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(v.name, { uid: v.uid }));
     } catch (e) {
       if (isConflict(e)) {
         this.#log.info({ pv: v.name }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
@@ -347,14 +335,14 @@ export class Deleter {
       }
       if (!isNotFound(e)) {
         const delay = this.#retry.failure(v.uid);
-        this.#o.metrics.deleteFailedTotal.inc({ mode: modeLabel(entry?.info?.mode), type: 'process' });
-        this.#o.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(v.name)}: ${errorMessage(e)}; retrying in ${Math.round(delay / 1000)}s`);
+        this.#env.metrics.deleteFailedTotal.inc({ mode: modeLabel(entry?.info?.mode), type: 'process' });
+        this.#env.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(v.name)}: ${errorMessage(e)}; retrying in ${Math.round(delay / 1000)}s`);
         return;
       }
     }
     const r = this.#o.procTable.removeEntry(v.name, v.uid);
     this.#retry.forget(v.uid);
-    recordDeleted(this.#o.metrics, {
+    recordDeleted(this.#env.metrics, {
       mode: modeLabel(r.info?.mode),
       type: 'process',
       pv: v.pv,
@@ -366,11 +354,11 @@ export class Deleter {
 
   #cleanFailed(v: Volume, mode: ModeLabel, type: CleanupType, error: string): void {
     const delay = this.#retry.failure(v.uid);
-    this.#o.metrics.deleteFailedTotal.inc({ mode, type });
-    this.#o.metrics.cleanupRetries.inc({ type });
+    this.#env.metrics.deleteFailedTotal.inc({ mode, type });
+    this.#env.metrics.cleanupRetries.inc({ type });
     const msg = `Error cleaning PV ${JSON.stringify(v.name)}: ${error}; retrying in ${Math.round(delay / 1000)}s`;
     this.#log.warn({ pv: v.name, retryInMs: delay }, msg);
-    this.#o.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, msg);
+    this.#env.recorder.event(pvRef(v.pv), 'Warning', REASON_FAILED_DELETE, msg);
   }
 
   /** The detected mode of the volume path, or undefined (after a VolumeMissing warning) when it vanished. */
@@ -381,7 +369,7 @@ export class Deleter {
         'Warning',
         REASON_VOLUME_MISSING,
         `Volume of PV ${JSON.stringify(v.name)} is missing: ${why}. It is not cleaned and the PV is kept; delete the PV by hand if the volume is gone for good.`,
-        () => this.#o.metrics.volumeMissing.inc({ class: v.className }),
+        () => this.#env.metrics.volumeMissing.inc({ class: v.className }),
       );
       return undefined;
     };
@@ -406,7 +394,7 @@ export class Deleter {
   }
 
   #mounts(pass: Pass): Promise<ReadonlySet<string>> {
-    pass.mounts ??= this.#o.readMountPoints ? this.#o.readMountPoints() : readMountPoints(this.#o.mountInfoPath);
+    pass.mounts ??= this.#o.readMountPoints ? this.#o.readMountPoints() : readMountPoints(this.#env.mountInfoPath);
     return pass.mounts;
   }
 
@@ -414,20 +402,20 @@ export class Deleter {
     const job = buildCleanupJob({
       pvName: v.name,
       pvUid: v.uid,
-      nodeName: this.#o.node.metadata?.name ?? '',
-      namespace: this.#o.namespace,
-      image: this.#o.jobImage,
+      nodeName: this.#env.node.metadata?.name ?? '',
+      namespace: this.#env.namespace,
+      image: this.#env.jobImage,
       mode,
       blockCleanerCommand: v.cls.blockCleanerCommand,
       containerPath: v.containerPath,
       hostDir: v.cls.hostDir,
       mountDir: v.cls.mountDir,
-      tolerations: this.#o.config.jobTolerations,
+      tolerations: this.#env.config.jobTolerations,
       startTime: new Date(this.#now()),
       deadlineMs: this.#o.cleanTimeoutMs,
     });
     try {
-      await this.#o.kube.createJob(this.#o.namespace, job);
+      await this.#env.kube.createJob(this.#env.namespace, job);
       this.#log.info({ pv: v.name, job: job.metadata?.name, mode }, 'started cleanup job');
     } catch (e) {
       if (isAlreadyExists(e)) return; // the job informer has not seen it yet
@@ -446,7 +434,7 @@ export class Deleter {
     const metricCommand = v.cls.blockCleanerCommand[0] ?? '';
     pt.markRunning(v.name, v.uid, { mode, command: metricCommand });
     if (mode === 'Block') {
-      this.#o.recorder.event(pvRef(v.pv), 'Normal', REASON_DELETE, `Starting cleanup of Block PV ${JSON.stringify(v.name)}, this may take a while`);
+      this.#env.recorder.event(pvRef(v.pv), 'Normal', REASON_DELETE, `Starting cleanup of Block PV ${JSON.stringify(v.name)}, this may take a while`);
     }
     this.#log.info({ pv: v.name, mode, path: v.containerPath }, `Start cleanup for pv ${v.name}`);
     const run = this.#runClean(v, mode).finally(() => this.#inflight.delete(run));
@@ -459,7 +447,7 @@ export class Deleter {
       if (mode === 'Filesystem') {
         const clean = this.#o.cleanFilesystem ?? cleanFilesystem;
         // The cleaner re-reads the mount table itself right before cleaning (not this pass's cached copy).
-        r = await clean(v.containerPath, { mountInfoPath: this.#o.mountInfoPath, signal: this.#o.signal });
+        r = await clean(v.containerPath, { mountInfoPath: this.#env.mountInfoPath, signal: this.#o.signal });
       } else {
         const clean = this.#o.cleanBlockDevice ?? cleanBlockDevice;
         r = await clean({

@@ -38,13 +38,13 @@
 //   must agree. A Job whose label names another PV (or none) is ignored with a
 //   warning: it never makes the controller delete a PV (nor the Job).
 import type { V1Job, V1PersistentVolume } from '@kubernetes/client-node';
-import type { EventRecorder, ObjectRef } from '../kube/events.ts';
+import type { ObjectRef } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
 import { objectKey, type Informer, type Store } from '../kube/informer.ts';
-import { isConflict, isForbidden, isNotFound, type KubePort } from '../kube/port.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import { isConflict, isForbidden, isNotFound } from '../kube/port.ts';
+import type { GenerationEnv } from '../volume/env.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
-import { silentLogger, type Logger } from '../util/log.ts';
+import type { Logger } from '../util/log.ts';
 import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
 import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
 import {
@@ -94,18 +94,12 @@ export class JobPresence {
 
 export const DEFAULT_JOB_FAILURE_BACKOFF: BackoffOptions = { initialMs: 30_000, maxMs: 10 * 60_000, factor: 2, jitter: 0.1 };
 
+/** The job controller's own options; the rest (namespace: where cleanup Jobs live) comes from the GenerationEnv. */
 export interface JobControllerOptions {
-  readonly kube: KubePort;
-  /** MY_NAMESPACE: where cleanup Jobs live. */
-  readonly namespace: string;
-  readonly nodeName: string;
   /** Builds the Job informer for a label selector (createInformer(kube, 'jobs', { namespace, labelSelector, onList }) in production). */
   readonly informerFactory: (labelSelector: string, onList: (err: unknown) => void) => Informer<V1Job>;
   /** This node's PVs of this provisioner. */
   readonly pvs: Store<V1PersistentVolume>;
-  readonly recorder: EventRecorder;
-  readonly metrics: Metrics;
-  readonly logger?: Logger | undefined;
   /** Parallel workers (default 2). */
   readonly workers?: number | undefined;
   /** Per-PV backoff after a failed Job; pass a process-scope one to keep it across reloads. */
@@ -114,7 +108,6 @@ export interface JobControllerOptions {
   readonly queueRateLimit?: RateLimiterOptions | undefined;
   /** Called after a PV was deleted or a Job went away (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
-  readonly now?: (() => number) | undefined;
   /** Default 'required'. */
   readonly watch?: JobWatchMode | undefined;
   /** Process-scope memory of whether Jobs may exist (updated by start()). */
@@ -140,6 +133,7 @@ const commandOf = (job: V1Job): string => job.spec?.template.spec?.containers[0]
 const isCleanupJob = (job: V1Job): boolean => job.metadata?.name?.startsWith(JOB_NAME_PREFIX) ?? false;
 
 export class JobController implements CleanupTracker {
+  readonly #env: GenerationEnv;
   readonly #o: JobControllerOptions;
   readonly #log: Logger;
   readonly #now: () => number;
@@ -159,10 +153,11 @@ export class JobController implements CleanupTracker {
   /** UIDs of Jobs ignored because their name and pv label disagree (warned once each). */
   readonly #ignored = new Set<string>();
 
-  constructor(opts: JobControllerOptions) {
+  constructor(env: GenerationEnv, opts: JobControllerOptions) {
+    this.#env = env;
     this.#o = opts;
-    this.#log = opts.logger ?? silentLogger;
-    this.#now = opts.now ?? Date.now;
+    this.#log = env.logger.child({ component: 'job-controller' });
+    this.#now = env.now;
     this.#backoff = opts.failureBackoff ?? new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF, this.#now);
   }
 
@@ -183,9 +178,9 @@ export class JobController implements CleanupTracker {
 
   /** 'ifPresent': one list; follow the Jobs only if there are any. */
   async #probe(): Promise<void> {
-    const namespace = this.#o.namespace;
+    const namespace = this.#env.namespace;
     try {
-      const res = await this.#o.kube.list('jobs', { namespace, labelSelector: jobLabelSelector(this.#o.nodeName) });
+      const res = await this.#env.kube.list('jobs', { namespace, labelSelector: jobLabelSelector(this.#env.nodeId.name) });
       if (this.#stopped) return;
       const n = res.items.filter(isCleanupJob).length;
       if (n > 0) {
@@ -209,7 +204,7 @@ export class JobController implements CleanupTracker {
 
   #forbiddenWhileUnused(e: unknown): void {
     this.#log.info(
-      { namespace: this.#o.namespace, err: errorMessage(e) },
+      { namespace: this.#env.namespace, err: errorMessage(e) },
       'not allowed to list cleanup Jobs; useJobForCleaning is off, so no Job is followed',
     );
   }
@@ -226,7 +221,7 @@ export class JobController implements CleanupTracker {
     this.#phase = 'following';
     const queue = new WorkQueue<string>({ baseDelayMs: 1000, maxDelayMs: 5 * 60_000, ...this.#o.queueRateLimit });
     this.#queue = queue;
-    const informer = this.#o.informerFactory(jobLabelSelector(this.#o.nodeName), (err) => this.#onList(err));
+    const informer = this.#o.informerFactory(jobLabelSelector(this.#env.nodeId.name), (err) => this.#onList(err));
     this.#informer = informer;
     const enqueue = (job: V1Job): void => {
       if (isCleanupJob(job)) queue.add(objectKey(job));
@@ -266,7 +261,7 @@ export class JobController implements CleanupTracker {
     }
     if (!isForbidden(err) || this.#stopped) return;
     if ((this.#o.watch ?? 'required') === 'required') {
-      this.#setProblem(`cannot list cleanup Jobs in namespace ${this.#o.namespace} although useJobForCleaning is on: ${errorMessage(err)}`);
+      this.#setProblem(`cannot list cleanup Jobs in namespace ${this.#env.namespace} although useJobForCleaning is on: ${errorMessage(err)}`);
       this.#settled.resolve();
     } else if (!this.#informer?.hasSynced()) {
       this.#forbiddenWhileUnused(err);
@@ -281,10 +276,10 @@ export class JobController implements CleanupTracker {
     if (had === (problem !== undefined)) return;
     if (problem !== undefined) {
       const msg = `${problem}. Nothing is cleaned and no PV is created until the Jobs can be listed: grant the Role of deployment/kubernetes/components/job-cleaning, or set useJobForCleaning to false.`;
-      this.#log.error({ namespace: this.#o.namespace }, msg);
-      for (const ref of this.#o.eventRefs ?? []) this.#o.recorder.event(ref, 'Warning', REASON_JOBS_FORBIDDEN, msg);
+      this.#log.error({ namespace: this.#env.namespace }, msg);
+      for (const ref of this.#o.eventRefs ?? []) this.#env.recorder.event(ref, 'Warning', REASON_JOBS_FORBIDDEN, msg);
     } else {
-      this.#log.info({ namespace: this.#o.namespace }, 'cleanup Jobs can be listed again; resuming');
+      this.#log.info({ namespace: this.#env.namespace }, 'cleanup Jobs can be listed again; resuming');
     }
     this.#o.onChange?.();
   }
@@ -343,7 +338,7 @@ export class JobController implements CleanupTracker {
   }
 
   #job(pvName: string): V1Job | undefined {
-    return this.#informer?.get(`${this.#o.namespace}/${cleanupJobName(pvName)}`);
+    return this.#informer?.get(`${this.#env.namespace}/${cleanupJobName(pvName)}`);
   }
 
   /** True while a cleanup Job of this PV name exists (running, or finished and not yet handled), or may exist. */
@@ -410,8 +405,8 @@ export class JobController implements CleanupTracker {
       const uid = pv.metadata?.uid;
       this.#log.info({ pv: pvName, job: objectKey(job) }, 'deleting PV after a successful cleanup job');
       try {
-        await this.#o.metrics.timePvRequest('delete', () => this.#o.kube.deletePersistentVolume(pvName, { uid }));
-        recordDeleted(this.#o.metrics, {
+        await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(pvName, { uid }));
+        recordDeleted(this.#env.metrics, {
           mode: modeOf(job),
           type: 'job',
           pv,
@@ -424,8 +419,8 @@ export class JobController implements CleanupTracker {
         if (isConflict(e)) {
           this.#log.info({ pv: pvName }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
         } else if (!isNotFound(e)) {
-          this.#o.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
-          this.#o.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(pvName)} after its cleanup: ${errorMessage(e)}`);
+          this.#env.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
+          this.#env.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(pvName)} after its cleanup: ${errorMessage(e)}`);
           throw e; // retried with backoff; the Job stays so the clean is not repeated
         }
       }
@@ -445,9 +440,9 @@ export class JobController implements CleanupTracker {
       const why = cond ? `${cond.reason ?? 'Failed'}${cond.message ? `: ${cond.message}` : ''}` : `${job.status?.failed ?? 0} failed pods`;
       const msg = `Cleanup job ${objectKey(job)} failed (${why}); a new one starts in ${Math.round(delay / 1000)}s`;
       this.#log.warn({ pv: pvName, job: objectKey(job), retryInMs: delay }, msg);
-      this.#o.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
-      this.#o.metrics.cleanupRetries.inc({ type: 'job' });
-      if (pv) this.#o.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, msg);
+      this.#env.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
+      this.#env.metrics.cleanupRetries.inc({ type: 'job' });
+      if (pv) this.#env.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, msg);
     }
     await this.#deleteJob(job);
     // The uid stays in #reported until the informer reports the Job deleted: an
@@ -457,7 +452,7 @@ export class JobController implements CleanupTracker {
 
   async #deleteJob(job: V1Job): Promise<void> {
     try {
-      await this.#o.kube.deleteJob(this.#o.namespace, job.metadata?.name ?? '', {
+      await this.#env.kube.deleteJob(this.#env.namespace, job.metadata?.name ?? '', {
         uid: job.metadata?.uid,
         propagationPolicy: 'Background',
       });

@@ -28,22 +28,21 @@
 //   state and after deletes, unlike the Go provisioner's per-pass value.
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { V1Node, V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
+import type { V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { ClassConfig, ProvisionerConfig, VolumeMode } from '../config/types.ts';
-import type { EventRecorder, ObjectRef } from '../kube/events.ts';
+import type { ClassConfig, VolumeMode } from '../config/types.ts';
+import type { ObjectRef } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
-import { isAlreadyExists, type KubePort } from '../kube/port.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import { isAlreadyExists } from '../kube/port.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
-import { silentLogger } from '../util/log.ts';
 import { mountDirProblem } from '../host/host-mounts.ts';
 import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
 import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
 import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
+import type { GenerationEnv } from '../volume/env.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 
@@ -53,27 +52,18 @@ export interface CleanupTracker {
   removeStatus(pvName: string): void | Promise<void>;
 }
 
+/** The discoverer's own options; the rest (mountInfoPath: default /proc/self/mountinfo) comes from the GenerationEnv. */
 export interface DiscovererOptions {
-  readonly config: ProvisionerConfig;
-  readonly node: V1Node;
-  readonly provisionerName: string;
-  readonly kube: KubePort;
   /** The PVs this provisioner owns (PVCache in the daemon). */
   readonly pvCache: PVIndex;
   readonly storageClasses: Store<V1StorageClass>;
   readonly cleanupTracker: CleanupTracker;
-  readonly recorder: EventRecorder;
-  readonly metrics: Metrics;
-  readonly logger?: Logger | undefined;
-  /** Default /proc/self/mountinfo. */
-  readonly mountInfoPath?: string | undefined;
   /** Aborting stops the pass at the next safe point (between volumes). */
   readonly signal?: AbortSignal | undefined;
   /** sysfs root for block device sizes (default /sys). */
   readonly sysRoot?: string | undefined;
   /** Backoff between create attempts for one PV name after a failure (default 10 s .. 5 min). */
   readonly createBackoff?: BackoffOptions | undefined;
-  readonly now?: (() => number) | undefined;
 }
 
 export interface DiscoveryResult {
@@ -128,6 +118,7 @@ type Setup = {
 };
 
 export class Discoverer {
+  readonly #env: GenerationEnv;
   readonly #o: DiscovererOptions;
   readonly #log: Logger;
   readonly #now: () => number;
@@ -143,20 +134,21 @@ export class Discoverer {
   readonly #hostMountChecked = new Map<string, string | undefined>();
   #running: Promise<DiscoveryResult> | undefined;
 
-  constructor(opts: DiscovererOptions) {
+  constructor(env: GenerationEnv, opts: DiscovererOptions) {
+    this.#env = env;
     this.#o = opts;
-    this.#log = opts.logger ?? silentLogger;
-    this.#now = opts.now ?? Date.now;
+    this.#log = env.logger.child({ component: 'discovery' });
+    this.#now = env.now;
     this.#createBackoff = new KeyedBackoff(opts.createBackoff ?? DEFAULT_CREATE_BACKOFF, this.#now);
-    const meta = opts.node.metadata ?? {};
+    const meta = env.node.metadata ?? {};
     this.#nodeName = meta.name ?? '';
     this.#nodeRef = { kind: 'Node', apiVersion: 'v1', name: this.#nodeName, uid: meta.uid };
     // The Go provisioner exits when this fails; we report it on every pass instead.
     try {
       this.#setup = {
-        labels: buildPVLabels(opts.node, opts.config),
-        hostnameTerm: nodeHostnameTerm(opts.node),
-        ownerReference: nodeOwnerReference(opts.node),
+        labels: buildPVLabels(env.node, env.config),
+        hostnameTerm: nodeHostnameTerm(env.node),
+        ownerReference: nodeOwnerReference(env.node),
       };
     } catch (err) {
       this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errText(err)}` };
@@ -186,8 +178,8 @@ export class Discoverer {
     }
     const setup = this.#setup;
     let completed = true;
-    for (const className of Object.keys(this.#o.config.storageClassMap).sort()) {
-      const cls = this.#o.config.storageClassMap[className];
+    for (const className of Object.keys(this.#env.config.storageClassMap).sort()) {
+      const cls = this.#env.config.storageClassMap[className];
       if (!cls) continue;
       if (!(await this.#discoverClass(pass, setup, className, cls))) {
         completed = false;
@@ -230,7 +222,7 @@ export class Discoverer {
       names = (await readdir(cls.mountDir)).sort();
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        const msg = mountDirProblem(className, cls, false, this.#o.config, await this.#mountTable(pass));
+        const msg = mountDirProblem(className, cls, false, this.#env.config, await this.#mountTable(pass));
         this.#problem(pass, className, 'warning', REASON_DISCOVERY_FAILED, msg ?? `mountDir ${JSON.stringify(cls.mountDir)} does not exist`);
         return true;
       }
@@ -240,7 +232,7 @@ export class Discoverer {
     }
     if (!this.#hostMountChecked.has(className)) {
       const table = await this.#mountTable(pass);
-      if (table) this.#hostMountChecked.set(className, mountDirProblem(className, cls, true, this.#o.config, table));
+      if (table) this.#hostMountChecked.set(className, mountDirProblem(className, cls, true, this.#env.config, table));
     }
     const notFromHost = this.#hostMountChecked.get(className);
     if (notFromHost !== undefined) this.#problem(pass, `${className}\0host-mount`, 'warning', REASON_DISCOVERY_FAILED, notFromHost);
@@ -323,7 +315,7 @@ export class Discoverer {
         this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }
-      const mountInfoPath = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+      const mountInfoPath = this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
       pass.mountPoints ??= readMountPoints(mountInfoPath, {
         onMalformed: (n) => this.#log.warn({ path: mountInfoPath }, `skipped ${n} malformed line(s) in ${mountInfoPath}`),
       });
@@ -355,11 +347,11 @@ export class Discoverer {
     }
     const pv = buildLocalPV({
       name: e.pvName,
-      provisionerName: this.#o.provisionerName,
+      provisionerName: this.#env.provisionerName,
       labels: setup.labels,
       hostnameTerm: setup.hostnameTerm,
       ownerReference: setup.ownerReference,
-      config: this.#o.config,
+      config: this.#env.config,
       className: e.className,
       classConfig: e.cls,
       hostPath: e.hostPath,
@@ -373,7 +365,7 @@ export class Discoverer {
     );
     let created: V1PersistentVolume;
     try {
-      created = await this.#o.metrics.timePvRequest('create', () => this.#o.kube.createPersistentVolume(pv));
+      created = await this.#env.metrics.timePvRequest('create', () => this.#env.kube.createPersistentVolume(pv));
     } catch (err) {
       const delay = this.#createBackoff.failure(e.pvName);
       if (isAlreadyExists(err)) {
@@ -394,13 +386,13 @@ export class Discoverer {
     this.#o.pvCache.noteCreated(created);
     this.#log.info({ pv: e.pvName }, `Created PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}`);
     pass.created.push(e.pvName);
-    this.#o.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
-    this.#o.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
+    this.#env.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
+    this.#env.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
   }
 
   /** The mount table with propagation tags, read at most once per pass; undefined when it cannot be read. */
   #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
-    const path = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+    const path = this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
     pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
       this.#log.warn({ path, err: errText(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
       return undefined;
@@ -424,14 +416,14 @@ export class Discoverer {
     }
     if (level === 'error') this.#log.error(fields, msg);
     else this.#log.warn(fields, msg);
-    this.#o.recorder.event(ref ?? this.#nodeRef, 'Warning', reason, msg);
+    this.#env.recorder.event(ref ?? this.#nodeRef, 'Warning', reason, msg);
   }
 
   #noteProblem(pass: Pass, key: string, level: 'error' | 'warning' | 'log', msg: string): void {
     pass.problems.add(key);
     if (level === 'error') {
       pass.errors.push(msg);
-      this.#o.metrics.discoveryErrors.inc({ class: key.split('\0')[0] ?? '' });
+      this.#env.metrics.discoveryErrors.inc({ class: key.split('\0')[0] ?? '' });
     } else if (level === 'warning') {
       pass.warnings.push(msg);
     }

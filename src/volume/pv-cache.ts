@@ -15,7 +15,7 @@
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeSpec } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { objectKey, type Informer } from '../kube/informer.ts';
-import { silentLogger } from '../util/log.ts';
+import type { GenerationEnv } from './env.ts';
 import { PROVISIONER_NAME_PREFIX } from './naming.ts';
 import { ANN_PROVISIONED_BY, LABEL_HOSTNAME } from './pv-spec.ts';
 import { nodeSelectorMatches } from './node-affinity.ts';
@@ -69,14 +69,14 @@ export function nodePVSelection(node: V1Node): {
   };
 }
 
+/** What PVCache needs of the GenerationEnv: nodeId (both provisioned-by forms are adopted, see pvOnThisNode), logger, now. */
+export type PVCacheEnv = Pick<GenerationEnv, 'nodeId' | 'logger' | 'now'>;
+
+/** PVCache's own options. */
 export interface PVCacheOptions {
   readonly informer: Informer<V1PersistentVolume>;
-  /** This node: its name and UID (both provisioned-by forms are adopted, see pvOnThisNode). */
-  readonly node: { readonly name: string; readonly uid: string };
-  readonly logger?: Logger | undefined;
   /** How long a PV noted by noteCreated is trusted without the informer confirming it (default 2 min). */
   readonly pendingTtlMs?: number | undefined;
-  readonly now?: (() => number) | undefined;
 }
 
 const DEFAULT_PENDING_TTL_MS = 2 * 60_000;
@@ -87,7 +87,7 @@ const DELETED_UIDS_KEPT = 1024;
  * informer's handlers; `close()` unsubscribes (end of the generation).
  */
 export class PVCache implements PVIndex {
-  readonly #opts: PVCacheOptions;
+  readonly #env: PVCacheEnv;
   readonly #log: Logger;
   readonly #now: () => number;
   readonly #ttl: number;
@@ -99,10 +99,10 @@ export class PVCache implements PVIndex {
   readonly #byPath = new Map<string, Set<string>>();
   readonly #unsubscribe: () => void;
 
-  constructor(opts: PVCacheOptions) {
-    this.#opts = opts;
-    this.#log = opts.logger ?? silentLogger;
-    this.#now = opts.now ?? Date.now;
+  constructor(env: PVCacheEnv, opts: PVCacheOptions) {
+    this.#env = env;
+    this.#log = env.logger;
+    this.#now = env.now;
     this.#ttl = opts.pendingTtlMs ?? DEFAULT_PENDING_TTL_MS;
     this.#unsubscribe = opts.informer.on({
       add: (pv) => this.#upsert(pv),
@@ -118,7 +118,7 @@ export class PVCache implements PVIndex {
    * when Released instead of being stranded).
    */
   adopts(pv: V1PersistentVolume): boolean {
-    return pvOnThisNode(pv, this.#opts.node);
+    return pvOnThisNode(pv, this.#env.nodeId);
   }
 
   get(name: string): V1PersistentVolume | undefined {

@@ -14,6 +14,8 @@ import { FakeKube } from '../support/fake-kube.ts';
 import { generatePVName } from '../../src/volume/naming.ts';
 import { FakeRecorder, liveStore, makePV as makeNamedPV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
 import { writeMountInfo } from '../support/mountinfo.ts';
+import { splitEnv, testEnv } from '../support/env.ts';
+import type { GenerationEnv } from '../../src/volume/env.ts';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -50,24 +52,24 @@ function config(over: Partial<ProvisionerConfig> = {}, cls: ClassConfig = classC
   return testConfig({ sc1: cls }, over);
 }
 
-function makeDeleter(over: Partial<DeleterOptions> = {}): Deleter {
-  const cfg = over.config ?? config();
-  return new Deleter({
-    config: cfg,
-    lookupClass: (n) => cfg.storageClassMap[n],
+function makeDeleter(over: Partial<DeleterOptions & GenerationEnv> = {}): Deleter {
+  const [envOver, own] = splitEnv<Partial<DeleterOptions>>(over);
+  const env = testEnv({
+    config: config(),
     node,
-    provisionerName: `local-volume-provisioner-${NODE}`,
     namespace: NS,
-    jobImage: 'provisioner:test',
     kube: fake,
-    pvs: liveStore(fake),
-    procTable,
     recorder,
     metrics,
     now: () => now,
-    readMountPoints: () => Promise.resolve(mounts),
     mountInfoPath: join(tmp, 'mountinfo'),
-    ...over,
+    ...envOver,
+  });
+  return new Deleter(env, {
+    pvs: liveStore(fake),
+    procTable,
+    readMountPoints: () => Promise.resolve(mounts),
+    ...own,
   });
 }
 

@@ -15,6 +15,8 @@ import type { Metrics } from '../../src/metrics/metrics.ts';
 import { KeyedBackoff } from '../../src/util/backoff.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { FakeRecorder, liveStore, makeJob, makePV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
+import { splitEnv, testEnv } from '../support/env.ts';
+import type { GenerationEnv } from '../../src/volume/env.ts';
 
 let fake: FakeKube;
 let recorder: FakeRecorder;
@@ -26,22 +28,18 @@ let controllers: JobController[];
 const complete = { conditions: [{ type: 'Complete', status: 'True' }], succeeded: 1 };
 const failed = { conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }], failed: 4 };
 
-function makeController(over: Partial<JobControllerOptions> = {}): JobController {
-  const jc = new JobController({
-    kube: fake,
-    namespace: NS,
-    nodeName: NODE,
+function makeController(over: Partial<JobControllerOptions & GenerationEnv> = {}): JobController {
+  const [envOver, own] = splitEnv<Partial<JobControllerOptions>>(over);
+  const env = testEnv({ node: { metadata: { name: NODE, uid: 'node-uid' } }, namespace: NS, kube: fake, recorder, metrics, now: () => now, ...envOver });
+  const jc = new JobController(env, {
     informerFactory: (labelSelector, onList) => {
       selectors.push(labelSelector);
       return createInformer(fake, 'jobs', { namespace: NS, labelSelector, onList, random: () => 0, backoff: { initialMs: 5, maxMs: 20 } });
     },
     pvs: liveStore(fake),
-    recorder,
-    metrics,
     failureBackoff: new KeyedBackoff({ initialMs: 30_000, maxMs: 600_000, jitter: 0 }, () => now),
     queueRateLimit: { baseDelayMs: 5, maxDelayMs: 50 },
-    now: () => now,
-    ...over,
+    ...own,
   });
   controllers.push(jc);
   return jc;
@@ -363,20 +361,21 @@ describe('Deleter + JobController', () => {
       const jc = makeController();
       jc.start();
       await jc.waitForSync();
-      const d = new Deleter({
+      const env = testEnv({
         config,
         lookupClass: (n) => (n === 'sc1' ? cls : undefined),
         node: { metadata: { name: NODE, uid: 'node-uid' } },
-        provisionerName: `local-volume-provisioner-${NODE}`,
         namespace: NS,
         jobImage: 'img',
         kube: fake,
-        pvs: liveStore(fake),
-        procTable: new ProcTable(),
-        jobController: jc,
         recorder,
         metrics,
         now: () => now,
+      });
+      const d = new Deleter(env, {
+        pvs: liveStore(fake),
+        procTable: new ProcTable(),
+        jobController: jc,
         readMountPoints: () => Promise.resolve(new Set([join(mountDir, 'pv1')])),
       });
       await d.deletePVs();

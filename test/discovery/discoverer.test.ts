@@ -18,6 +18,8 @@ import { KubeError } from '../../src/kube/port.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
+import { splitEnv, testCacheEnv, testEnv } from '../support/env.ts';
+import type { GenerationEnv } from '../../src/volume/env.ts';
 
 const NODE: V1Node = {
   metadata: {
@@ -89,20 +91,24 @@ function config(map: Record<string, ClassConfig>, over: Partial<ProvisionerConfi
   return testConfig(map, { nodeLabelsForPV: ['zone'], ...over });
 }
 
-function discoverer(cfg: ProvisionerConfig, over: Partial<DiscovererOptions> = {}): Discoverer {
-  return new Discoverer({
+function discoverer(cfg: ProvisionerConfig, over: Partial<DiscovererOptions & GenerationEnv> = {}): Discoverer {
+  const [envOver, own] = splitEnv<Partial<DiscovererOptions>>(over);
+  const env = testEnv({
     config: cfg,
     node: NODE,
     provisionerName: PROVISIONER,
     kube,
-    pvCache: cache,
-    storageClasses: classes,
-    cleanupTracker: tracker,
     recorder: events,
     metrics,
     mountInfoPath: mountinfo,
     now: () => now,
-    ...over,
+    ...envOver,
+  });
+  return new Discoverer(env, {
+    pvCache: cache,
+    storageClasses: classes,
+    cleanupTracker: tracker,
+    ...own,
   });
 }
 
@@ -132,7 +138,7 @@ beforeEach(async () => {
   informer = createInformer(kube, 'persistentvolumes', { filter: (pv) => pvOnThisNode(pv, { name: 'test-node', uid: 'node-uid-1' }) });
   informer.start();
   await informer.waitForSync();
-  cache = new PVCache({ informer, node: { name: 'test-node', uid: 'node-uid-1' } });
+  cache = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer });
   events = new EventLog();
   tracker = new Tracker();
   classes = new MapStore();
@@ -215,7 +221,7 @@ describe('Discoverer', () => {
       waitForSync: () => Promise.resolve(),
       on: () => () => undefined,
     };
-    const lagging = new PVCache({ informer: silent, node: { name: 'test-node', uid: 'node-uid-1' } });
+    const lagging = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silent });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: lagging });
     expect((await d.discover()).created).toHaveLength(2);
     const before = kube.requests.length;

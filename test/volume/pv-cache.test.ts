@@ -5,6 +5,7 @@ import { nodePVSelection, PVCache, pvOnThisNode } from '../../src/volume/pv-cach
 import type { Informer, InformerHandlers } from '../../src/kube/informer.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { FakeKube } from '../support/fake-kube.ts';
+import { testCacheEnv } from '../support/env.ts';
 
 /** A hand-driven Informer: tests push add/update/delete through it. */
 class ManualInformer implements Informer<V1PersistentVolume> {
@@ -91,7 +92,7 @@ describe('PVCache adoption', () => {
     inf.put(pv('uid-form', UID_NAME, '/mnt/1'));
     inf.put(pv('name-form', NAME_ONLY, '/mnt/2'));
     inf.put(pv('name-form-labelled', NAME_ONLY, '/mnt/3', { hostname: 'node-a' }));
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     expect(cache.list().map((p) => p.metadata?.name).sort()).toEqual(['name-form', 'name-form-labelled', 'uid-form']);
     expect(cache.lookupByPath('/mnt/2').map((p) => p.metadata?.name)).toEqual(['name-form']);
   });
@@ -101,7 +102,7 @@ describe('PVCache adoption', () => {
     inf.put(pv('olduid', 'local-volume-provisioner-node-a-uid-0', '/mnt/1', { hostname: 'node-a' }));
     inf.put(pv('nolabel', 'local-volume-provisioner-node-a-uid-0', '/mnt/2'));
     inf.put(pv('otherlabel', 'local-volume-provisioner-node-a-uid-0', '/mnt/3', { hostname: 'node-a.example.com' }));
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     expect(cache.list().map((p) => p.metadata?.name)).toEqual(['olduid']);
   });
 
@@ -112,13 +113,13 @@ describe('PVCache adoption', () => {
     inf.put(pv('prefix-node', 'local-volume-provisioner-node-a-b', '/mnt/3', { hostname: 'node-a-b' }));
     inf.put(pv('csi', 'csi.example.com', '/mnt/4', { hostname: 'node-a' }));
     inf.put(pv('manual', undefined, '/mnt/5', { hostname: 'node-a' }));
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     expect(cache.list()).toEqual([]);
   });
 
   it('a cached PV stays cached across updates even if it stops matching; deletes remove it', () => {
     const inf = new ManualInformer();
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     inf.put(pv('x', UID_NAME, '/mnt/x'));
     inf.put(pv('x', 'someone-else', '/mnt/x2'));
     expect(cache.get('x')?.spec?.local?.path).toBe('/mnt/x2');
@@ -134,14 +135,14 @@ describe('PVCache adoption', () => {
     inf.put(pv('a', UID_NAME, '/mnt/disks/v1'));
     inf.put(pv('b', UID_NAME, '/mnt/disks/v1'));
     inf.put(pv('c', UID_NAME, '/mnt/disks/v10'));
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     expect(cache.lookupByPath('/mnt/disks/v1').map((p) => p.metadata?.name).sort()).toEqual(['a', 'b']);
     expect(cache.lookupByPath('/mnt/disks/v1/')).toEqual([]);
   });
 
   it('close() stops following the informer', () => {
     const inf = new ManualInformer();
-    const cache = new PVCache({ informer: inf, node: NODE });
+    const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
     cache.close();
     inf.put(pv('late', UID_NAME, '/mnt/late'));
     expect(cache.get('late')).toBeUndefined();
@@ -152,11 +153,9 @@ describe('PVCache adoption', () => {
 describe('PVCache.noteCreated', () => {
   const mk = (now: () => number) => {
     const inf = new ManualInformer();
-    const cache = new PVCache({
+    const cache = new PVCache(testCacheEnv(NODE, now), {
       informer: inf,
-      node: NODE,
       pendingTtlMs: 1000,
-      now,
     });
     return { inf, cache };
   };
@@ -223,7 +222,7 @@ describe('PVCache on the real reflector', () => {
     inf.start();
     try {
       await inf.waitForSync();
-      const cache = new PVCache({ informer: inf, node: NODE });
+      const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
       expect(cache.list().map((p) => p.metadata?.name)).toEqual(['pre']);
       await kube.createPersistentVolume(pv('made', UID_NAME, '/mnt/made'));
       await expect.poll(() => cache.get('made')?.spec?.local?.path).toBe('/mnt/made');
@@ -266,7 +265,7 @@ describe('nodePVSelection (the process PV informer)', () => {
         metadata: { name: 'manual', uid: 'uid-of-manual', resourceVersion: expect.any(String) },
         spec: { local: { path: '/mnt/disks/b' }, storageClassName: 'sc1' },
       });
-      const cache = new PVCache({ informer: inf, node: NODE });
+      const cache = new PVCache(testCacheEnv(NODE), { informer: inf });
       expect(cache.list().map((p) => p.metadata?.name)).toEqual(['ours']);
       cache.close();
       // A PV whose affinity moves off this node leaves the store.
