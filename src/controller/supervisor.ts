@@ -37,6 +37,7 @@ import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
 import { nearestKey } from '../config/suggest.ts';
 import { rawFilesHash, warningsHash } from '../watcher/hash.ts';
 import { createHash } from 'node:crypto';
+import { errorMessage } from '../util/errors.ts';
 
 /** One running local controller; stop() resolves when nothing of it is left running. */
 export interface Generation {
@@ -115,9 +116,6 @@ function listKeys(keys: readonly string[], max = 20): string {
   return keys.length > max ? `${shown} and ${keys.length - max} more` : shown;
 }
 
-function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class Supervisor {
   readonly #start: SupervisorOptions['start'];

@@ -14,7 +14,6 @@ export type CleanupType = 'process' | 'job';
 /** Mode label of the delete metrics: the detected mode, or "unknown" when it could not be detected. */
 export type ModeLabel = 'Block' | 'Filesystem' | 'unknown';
 
-export const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 const SUFFIX: Record<string, number> = {
   '': 1,

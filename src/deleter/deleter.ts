@@ -46,8 +46,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
 import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanResult, type FilesystemCleanOptions } from './cleaner.ts';
+import { errorMessage } from '../util/errors.ts';
 import {
-  errorMessage,
   recordDeleted,
   REASON_CLEAN_REFUSED,
   REASON_DELETE,

@@ -46,7 +46,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
 import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
-import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
+import { errorMessage } from '../util/errors.ts';
+import { recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
 import {
   BLOCK_DEVICE_ENV,
   cleanupJobName,

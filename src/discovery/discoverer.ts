@@ -41,11 +41,12 @@ import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { silentLogger } from '../util/log.ts';
 import { mountDirProblem } from '../host/host-mounts.ts';
 import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
-import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
+import { blockDeviceCapacity, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
 import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
+import { describeFsError, errorMessage } from '../util/errors.ts';
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
@@ -159,7 +160,7 @@ export class Discoverer {
         ownerReference: nodeOwnerReference(opts.node),
       };
     } catch (err) {
-      this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errText(err)}` };
+      this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errorMessage(err)}` };
     }
   }
 
@@ -270,7 +271,7 @@ export class Discoverer {
     try {
       mode = await detectVolumeMode(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
+      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
       return;
     }
 
@@ -297,7 +298,7 @@ export class Discoverer {
     try {
       await this.#o.cleanupTracker.removeStatus(e.pvName);
     } catch (err) {
-      this.#log.error({ pv: e.pvName, err: errText(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
+      this.#log.error({ pv: e.pvName, err: errorMessage(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
       return;
     }
 
@@ -341,7 +342,7 @@ export class Discoverer {
       }
       return await filesystemCapacity(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
       return undefined;
     }
   }
@@ -384,7 +385,7 @@ export class Discoverer {
         );
         return;
       }
-      const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errText(err)}`;
+      const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errorMessage(err)}`;
       this.#createErrors.set(e.pvName, msg);
       this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg, undefined, e.pvName);
       return;
@@ -402,7 +403,7 @@ export class Discoverer {
   #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
     const path = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
     pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
-      this.#log.warn({ path, err: errText(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
+      this.#log.warn({ path, err: errorMessage(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
       return undefined;
     });
     return pass.mountTable;
@@ -451,6 +452,3 @@ function result(pass: Pass): DiscoveryResult {
   return { ready: pass.errors.length === 0, created: pass.created, errors: pass.errors, warnings: pass.warnings };
 }
 
-function errText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

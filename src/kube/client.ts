@@ -38,6 +38,7 @@ import {
   type WatchEventType,
   type WatchOptions,
 } from './port.ts';
+import { errnoCode, errorMessage } from '../util/errors.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -56,12 +57,12 @@ export function loadKubeConfig(
     try {
       fs.accessSync(file, fs.constants.R_OK);
     } catch (e) {
-      throw new Error(`KUBECONFIG=${file}: cannot read the kubeconfig file (${errCode(e)})`, { cause: e });
+      throw new Error(`KUBECONFIG=${file}: cannot read the kubeconfig file (${errnoCode(e) ?? errorMessage(e)})`, { cause: e });
     }
     try {
       kc.loadFromFile(file);
     } catch (e) {
-      throw new Error(`KUBECONFIG=${file}: invalid kubeconfig: ${errMessage(e)}`, { cause: e });
+      throw new Error(`KUBECONFIG=${file}: invalid kubeconfig: ${errorMessage(e)}`, { cause: e });
     }
     const ctx = kc.getCurrentContext();
     if (!ctx) throw new Error(`KUBECONFIG=${file}: the kubeconfig has no current-context`);
@@ -81,7 +82,7 @@ export function loadKubeConfig(
   try {
     fs.accessSync(tokenFile, fs.constants.R_OK);
   } catch (e) {
-    missing.push(`service account token file ${tokenFile} (${errCode(e)})`);
+    missing.push(`service account token file ${tokenFile} (${errnoCode(e) ?? errorMessage(e)})`);
   }
   if (missing.length > 0 || !host || !port) {
     throw new Error(
@@ -416,10 +417,4 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
   return client;
 }
 
-function errCode(e: unknown): string {
-  return (e as { code?: unknown }).code ? String((e as { code?: unknown }).code) : errMessage(e);
-}
 
-function errMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
