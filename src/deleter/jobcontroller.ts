@@ -45,7 +45,7 @@ import { isConflict, isForbidden, isNotFound, type KubePort } from '../kube/port
 import type { Metrics } from '../metrics/metrics.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
-import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
+import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
 import { errorMessage } from '../util/errors.ts';
 import { recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
 import {
@@ -112,7 +112,7 @@ export interface JobControllerOptions {
   /** Per-PV backoff after a failed Job; pass a process-scope one to keep it across reloads. */
   readonly failureBackoff?: KeyedBackoff | undefined;
   /** Retry delays of the work queue after an API error (default 1 s .. 5 min). */
-  readonly queueRateLimit?: RateLimiterOptions | undefined;
+  readonly queueRateLimit?: WorkQueueBackoffOptions | undefined;
   /** Called after a PV was deleted or a Job went away (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
   readonly now?: (() => number) | undefined;

@@ -24,7 +24,7 @@ import {
 } from '@kubernetes/client-node';
 import type { KubeMetrics } from '../metrics/metrics.ts';
 import { deserializeModel, reuseDispatchers, setWatchInactivityTimeout } from './client-node-patches.ts';
-import { RateLimiter } from './ratelimit.ts';
+import { TokenBucket } from './ratelimit.ts';
 import {
   KubeError,
   type DeleteOptions,
@@ -238,7 +238,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
   const core = kc.makeApiClient(CoreV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
   const storage = kc.makeApiClient(StorageV1Api);
-  const limiter = new RateLimiter({ qps: opts.qps, burst: opts.burst });
+  const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst });
   const ua = opts.userAgent;
   const callOpts = () => (ua ? setHeaderOptions('User-Agent', ua) : undefined);
   let requests = 0;
