@@ -38,6 +38,7 @@ import { nearestKey } from '../config/suggest.ts';
 import { rawFilesHash, warningsHash } from '../watcher/hash.ts';
 import { createHash } from 'node:crypto';
 import { errorMessage } from '../util/errors.ts';
+import { REASON_CONFIG_INVALID, REASON_CONFIG_NO_KNOWN_KEY, REASON_CONFIG_RELOADED, REASON_CONTROLLER_START_FAILED } from '../kube/reasons.ts';
 
 /** One running local controller; stop() resolves when nothing of it is left running. */
 export interface Generation {
@@ -305,7 +306,7 @@ export class Supervisor {
       if (t.attempts === 1) {
         this.#emit(
           'Warning',
-          'ControllerStartFailed',
+          REASON_CONTROLLER_START_FAILED,
           `Starting the local controller with configuration ${shortHash(t.hash)} failed (will retry): ${errorMessage(e)}`,
         );
       }
@@ -347,7 +348,7 @@ export class Supervisor {
       const what = firstStart ? 'first valid configuration' : `changed: ${listKeys(changed)}`;
       this.#emit(
         'Normal',
-        'ConfigReloaded',
+        REASON_CONFIG_RELOADED,
         `Configuration ${shortHash(t.hash)} applied, local controller generation ${t.generation} started; ${what}`,
       );
     }
@@ -379,7 +380,7 @@ export class Supervisor {
     const shown = errors.slice(0, EVENT_ERRORS).map(formatConfigError).join('; ');
     const more = errors.length > EVENT_ERRORS ? `; and ${errors.length - EVENT_ERRORS} more` : '';
     const n = errors.length === 1 ? '1 error' : `${errors.length} errors`;
-    this.#emit('Warning', 'ConfigInvalid', `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
+    this.#emit('Warning', REASON_CONFIG_INVALID, `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
   }
 
   /**
@@ -418,7 +419,7 @@ export class Supervisor {
     const found = names.length === 0 ? 'the directory has no keys' : `unknown keys: ${described.join(', ')}`;
     const msg = `No known key in the configuration (${found}); nothing will be discovered`;
     this.#log.warn({ keys: names, generation: res.files.generation }, msg);
-    this.#emit('Warning', 'ConfigNoKnownKey', msg);
+    this.#emit('Warning', REASON_CONFIG_NO_KNOWN_KEY, msg);
   }
 
   #unchanged(): void {

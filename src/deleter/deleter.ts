@@ -49,12 +49,6 @@ import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanRe
 import { errorMessage } from '../util/errors.ts';
 import {
   recordDeleted,
-  REASON_CLEAN_REFUSED,
-  REASON_DELETE,
-  REASON_FAILED_DELETE,
-  REASON_UNKNOWN_POLICY,
-  REASON_UNSUPPORTED_POLICY,
-  REASON_VOLUME_MISSING,
   type CleanupType,
   type ModeLabel,
 } from './common.ts';
@@ -62,6 +56,7 @@ import { buildCleanupJob } from './job.ts';
 import type { JobStatus } from './jobcontroller.ts';
 import type { CleanerRegistry } from './orphans.ts';
 import type { ProcTable } from './proctable.ts';
+import { REASON_CLEAN_REFUSED, REASON_DELETE, REASON_FAILED_DELETE, REASON_UNKNOWN_POLICY, REASON_UNSUPPORTED_POLICY, REASON_VOLUME_MISSING } from '../kube/reasons.ts';
 
 /** What the deleter needs of the job controller. */
 export interface JobTracker {

@@ -47,7 +47,7 @@ import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
 import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
 import { errorMessage } from '../util/errors.ts';
-import { recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
+import { recordDeleted, type ModeLabel } from './common.ts';
 import {
   BLOCK_DEVICE_ENV,
   cleanupJobName,
@@ -59,6 +59,7 @@ import {
   PV_UID_LABEL,
   type JobPhase,
 } from './job.ts';
+import { REASON_FAILED_DELETE, REASON_JOBS_FORBIDDEN } from '../kube/reasons.ts';
 
 /** What discovery asks before it re-creates a PV for a volume (the Go CleanupStatusTracker). */
 export interface CleanupTracker {
@@ -70,7 +71,6 @@ export interface CleanupTracker {
 export type JobWatchMode = 'required' | 'ifPresent' | 'off';
 
 /** Warning Event on the Pod and Node: useJobForCleaning is on but the Jobs cannot be listed. */
-export const REASON_JOBS_FORBIDDEN = 'CleanupJobsForbidden';
 
 /** Process scope: may cleanup Jobs of this node exist? Yes (unknown) until a list finds none. */
 export class JobPresence {

@@ -47,6 +47,7 @@ import { generatePVName } from '../volume/naming.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
+import { REASON_DISCOVERY_FAILED, REASON_FAILED_DELETE, REASON_NOT_DISCOVERED, REASON_STORAGE_CLASS } from '../kube/reasons.ts';
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
@@ -88,10 +89,6 @@ export interface DiscoveryResult {
   readonly warnings: string[];
 }
 
-export const REASON_STORAGE_CLASS = 'StorageClassMissing';
-export const REASON_NOT_DISCOVERED = 'VolumeNotDiscovered';
-export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
-export const REASON_MODE_MISMATCH = 'VolumeFailedDelete';
 
 const DEFAULT_CREATE_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 5 * 60_000, factor: 2, jitter: 0.1 };
 
@@ -279,7 +276,7 @@ export class Discoverer {
     if (cached) {
       if (cached.spec?.volumeMode === 'Block' && mode === 'Filesystem') {
         const msg = `incorrect Volume Mode: PV ${JSON.stringify(e.pvName)} requires block mode but path ${JSON.stringify(e.filePath)} was in fs mode`;
-        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached), e.pvName);
+        this.#problem(pass, key, 'error', REASON_FAILED_DELETE, msg, pvRef(cached), e.pvName);
       }
       return;
     }

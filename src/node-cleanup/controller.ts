@@ -26,8 +26,8 @@ import { silentLogger, type Logger } from '../util/log.ts';
 import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
 import type { NodeCleanupMetrics, TimerOutcome } from './metrics.ts';
 import { isClaimOf, isLocalPVOfClasses, nodeHostnames, pinnedHostnames, pvDeletable } from './pv.ts';
+import { REASON_NODE_DELETED } from '../kube/reasons.ts';
 
-export const REASON_NODE_DELETED = 'ReferencedNodeDeleted';
 
 export interface NodeCleanupControllerOptions {
   readonly kube: KubePort;
