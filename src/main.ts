@@ -45,7 +45,7 @@ async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, si
 
 export async function run(opts: Options, logger: Logger): Promise<() => Promise<void>> {
   if (!opts.nodeName) throw new Error('MY_NODE_NAME environment variable not set (or pass --node-name)');
-  if (!process.env['MY_NAMESPACE']) logger.warn('MY_NAMESPACE environment variable not set, will be set to default');
+  if (!opts.namespaceSet) logger.warn('MY_NAMESPACE environment variable not set, will be set to default');
   if (!opts.jobImage) logger.warn('JOB_CONTAINER_IMAGE environment variable not set; cleanup Jobs (useJobForCleaning) cannot run');
 
   const stopping = new AbortController();
@@ -60,7 +60,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   logger.info({ address: opts.listenAddress, port: http.port }, `Starting metrics server at ${opts.listenAddress}`);
 
-  const kube = createKubeClient(loadKubeConfig(process.env), {
+  const kube = createKubeClient(loadKubeConfig(opts.kubeEnv), {
     qps: opts.kubeApiQps,
     burst: opts.kubeApiBurst,
     metrics,

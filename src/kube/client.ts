@@ -48,7 +48,7 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
  * an Error that says exactly what is missing.
  */
 export function loadKubeConfig(
-  env: NodeJS.ProcessEnv = process.env,
+  env: Readonly<Record<string, string | undefined>>,
   opts: { serviceAccountDir?: string } = {},
 ): KubeConfig {
   const kc = new KubeConfig();
