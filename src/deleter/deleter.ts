@@ -162,7 +162,7 @@ export class Deleter {
       try {
         await this.#consider(pv, pass);
       } catch (e) {
-        this.#log.error({ pv: pv.metadata?.name, err: errorMessage(e) }, 'unexpected error handling a released PV');
+        this.#log.error({ pv: pv.metadata?.name, err: e }, 'unexpected error handling a released PV');
       }
     }
     // Keep the backoff maps bounded: drop keys of PVs that are gone.
@@ -393,7 +393,7 @@ export class Deleter {
     try {
       mounts = await this.#mounts(pass);
     } catch (e) {
-      this.#log.warn({ err: errorMessage(e) }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
+      this.#log.warn({ err: e }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
       return undefined;
     }
     if (!mounts.has(v.containerPath)) return missing(`path ${JSON.stringify(v.containerPath)} is not a valid mount point`);
@@ -479,7 +479,7 @@ export class Deleter {
         this.#log.warn({ pv: v.name, err: r.error, durationMs: r.durationMs }, 'cleanup failed');
       }
     } catch (e) {
-      this.#log.error({ pv: v.name, err: errorMessage(e) }, 'cannot record the cleanup result');
+      this.#log.error({ pv: v.name, err: e }, 'cannot record the cleanup result');
     }
     if (!this.#stopped) this.#o.onChange?.();
   }

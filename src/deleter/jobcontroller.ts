@@ -199,7 +199,7 @@ export class JobController implements CleanupTracker {
       if (this.#stopped) return;
       if (!isForbidden(e)) {
         // Transient: let the informer retry (its own 403 still ends up in #followNone).
-        this.#log.warn({ namespace, err: errorMessage(e) }, 'cannot list cleanup Jobs; watching them until the list works');
+        this.#log.warn({ namespace, err: e }, 'cannot list cleanup Jobs; watching them until the list works');
         this.#follow();
         return;
       }
@@ -210,7 +210,7 @@ export class JobController implements CleanupTracker {
 
   #forbiddenWhileUnused(e: unknown): void {
     this.#log.info(
-      { namespace: this.#o.namespace, err: errorMessage(e) },
+      { namespace: this.#o.namespace, err: e },
       'not allowed to list cleanup Jobs; useJobForCleaning is off, so no Job is followed',
     );
   }
@@ -253,7 +253,7 @@ export class JobController implements CleanupTracker {
       this.#workers.push(
         runWorker(queue, (key) => this.#process(key), (job, e, retries) => {
           const pv = job.slice(job.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
-          this.#log.warn({ pv, job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry');
+          this.#log.warn({ pv, job, err: e, retries }, 'processing cleanup job failed; will retry');
         }),
       );
     }

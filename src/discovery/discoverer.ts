@@ -295,7 +295,7 @@ export class Discoverer {
     try {
       await this.#o.cleanupTracker.removeStatus(e.pvName);
     } catch (err) {
-      this.#log.error({ pv: e.pvName, err: errorMessage(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
+      this.#log.error({ pv: e.pvName, err: err }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
       return;
     }
 
@@ -400,7 +400,7 @@ export class Discoverer {
   #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
     const path = this.#o.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
     pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
-      this.#log.warn({ path, err: errorMessage(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
+      this.#log.warn({ path, err: err }, `cannot read ${path} to check the classes' hostPath mounts`);
       return undefined;
     });
     return pass.mountTable;
