@@ -23,6 +23,7 @@ import { createEventRecorder } from './kube/recorder.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { startHttpServer } from './server/http.ts';
 import { Readiness } from './util/readiness.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
@@ -37,7 +38,7 @@ async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, si
     } catch (err) {
       const delay = backoffDelay({ initialMs: 1000, maxMs: 30_000 }, attempt);
       logger.warn({ err, node: name, retryInMs: delay }, 'could not get node information; retrying');
-      await new Promise((r) => setTimeout(r, delay));
+      await sleep(delay, undefined, { signal }).catch(() => undefined);
       if (signal.aborted) throw new Error('stopped while waiting for the node', { cause: err });
     }
   }

@@ -61,16 +61,8 @@ import {
 } from './job.ts';
 import { REASON_FAILED_DELETE, REASON_JOBS_FORBIDDEN } from '../kube/reasons.ts';
 
-/** What discovery asks before it re-creates a PV for a volume (the Go CleanupStatusTracker). */
-export interface CleanupTracker {
-  inProgress(pvName: string): boolean;
-  removeStatus(pvName: string): void | Promise<void>;
-}
-
 /** How a generation follows cleanup Jobs; see the file comment. */
 export type JobWatchMode = 'required' | 'ifPresent' | 'off';
-
-/** Warning Event on the Pod and Node: useJobForCleaning is on but the Jobs cannot be listed. */
 
 /** Process scope: may cleanup Jobs of this node exist? Yes (unknown) until a list finds none. */
 export class JobPresence {
@@ -140,7 +132,8 @@ const modeOf = (job: V1Job): ModeLabel => {
 const commandOf = (job: V1Job): string => job.spec?.template.spec?.containers[0]?.command?.[0] ?? '';
 const isCleanupJob = (job: V1Job): boolean => job.metadata?.name?.startsWith(JOB_NAME_PREFIX) ?? false;
 
-export class JobController implements CleanupTracker {
+/** Also the discoverer's CleanupTracker (the Go CleanupStatusTracker): inProgress and removeStatus. */
+export class JobController {
   readonly #o: JobControllerOptions;
   readonly #log: Logger;
   readonly #now: () => number;

@@ -89,7 +89,6 @@ export interface DiscoveryResult {
   readonly warnings: string[];
 }
 
-
 const DEFAULT_CREATE_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 5 * 60_000, factor: 2, jitter: 0.1 };
 
 /** Per-pass state. */

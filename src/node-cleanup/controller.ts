@@ -28,7 +28,6 @@ import type { NodeCleanupMetrics, TimerOutcome } from './metrics.ts';
 import { isClaimOf, isLocalPVOfClasses, nodeHostnames, pinnedHostnames, pvDeletable } from './pv.ts';
 import { REASON_NODE_DELETED } from '../kube/reasons.ts';
 
-
 export interface NodeCleanupControllerOptions {
   readonly kube: KubePort;
   readonly storageClassNames: readonly string[];
