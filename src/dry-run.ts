@@ -86,9 +86,9 @@ async function readCluster(opts: Options, classNames: string[], logger: Logger):
       'existing PVs unknown: volumes that already have a PV are listed again',
     ],
   });
-  if (!opts.kubeconfig && !process.env['KUBERNETES_SERVICE_HOST']) return offline('no KUBECONFIG and not in a cluster');
+  if (!opts.kubeconfig && !opts.kubeEnv.KUBERNETES_SERVICE_HOST) return offline('no KUBECONFIG and not in a cluster');
   try {
-    const kube = createKubeClient(loadKubeConfig(process.env), { qps: opts.kubeApiQps, burst: opts.kubeApiBurst });
+    const kube = createKubeClient(loadKubeConfig(opts.kubeEnv), { qps: opts.kubeApiQps, burst: opts.kubeApiBurst });
     const timeout = <T>(p: Promise<T>): Promise<T> =>
       Promise.race([p, new Promise<T>((_, rej) => setTimeout(() => rej(new Error('timed out after 10s')), 10_000).unref())]);
     const node = await timeout(kube.getNode(opts.nodeName));

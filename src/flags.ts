@@ -32,12 +32,19 @@ export interface Options {
   dryRun: boolean;
   nodeName: string;
   namespace: string;
+  /** MY_NAMESPACE was set (main warns when it was not). */
+  namespaceSet: boolean;
   jobImage: string;
   kubeconfig: string;
   podName: string;
+  /** The variables the kubeconfig is loaded from: KUBECONFIG, KUBERNETES_SERVICE_HOST/PORT. */
+  kubeEnv: KubeEnv;
   help: boolean;
   version: boolean;
 }
+
+/** The environment variables loadKubeConfig reads. */
+export type KubeEnv = Readonly<Record<'KUBECONFIG' | 'KUBERNETES_SERVICE_HOST' | 'KUBERNETES_SERVICE_PORT', string | undefined>>;
 
 /** Our client defaults; the Go provisioner uses client-go's defaults of 5 QPS / burst 10. */
 export const DEFAULT_QPS = 20;
@@ -207,9 +214,15 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     dryRun: values['dry-run'],
     nodeName: values['node-name'],
     namespace: env['MY_NAMESPACE'] || 'default',
+    namespaceSet: Boolean(env['MY_NAMESPACE']),
     jobImage: env['JOB_CONTAINER_IMAGE'] ?? '',
     kubeconfig: env['KUBECONFIG'] ?? '',
     podName: env['MY_POD_NAME'] ?? '',
+    kubeEnv: {
+      KUBECONFIG: env['KUBECONFIG'],
+      KUBERNETES_SERVICE_HOST: env['KUBERNETES_SERVICE_HOST'],
+      KUBERNETES_SERVICE_PORT: env['KUBERNETES_SERVICE_PORT'],
+    },
     help: values.help,
     version: values.version,
   };

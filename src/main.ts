@@ -23,6 +23,7 @@ import { createEventRecorder } from './kube/recorder.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { startHttpServer } from './server/http.ts';
 import { Readiness } from './util/readiness.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
@@ -37,7 +38,7 @@ async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, si
     } catch (err) {
       const delay = backoffDelay({ initialMs: 1000, maxMs: 30_000 }, attempt);
       logger.warn({ err, node: name, retryInMs: delay }, 'could not get node information; retrying');
-      await new Promise((r) => setTimeout(r, delay));
+      await sleep(delay, undefined, { signal }).catch(() => undefined);
       if (signal.aborted) throw new Error('stopped while waiting for the node', { cause: err });
     }
   }
@@ -45,7 +46,7 @@ async function getNodeWithRetry(kube: KubePort, name: string, logger: Logger, si
 
 export async function run(opts: Options, logger: Logger): Promise<() => Promise<void>> {
   if (!opts.nodeName) throw new Error('MY_NODE_NAME environment variable not set (or pass --node-name)');
-  if (!process.env['MY_NAMESPACE']) logger.warn('MY_NAMESPACE environment variable not set, will be set to default');
+  if (!opts.namespaceSet) logger.warn('MY_NAMESPACE environment variable not set, will be set to default');
   if (!opts.jobImage) logger.warn('JOB_CONTAINER_IMAGE environment variable not set; cleanup Jobs (useJobForCleaning) cannot run');
 
   const stopping = new AbortController();
@@ -60,7 +61,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   });
   logger.info({ address: opts.listenAddress, port: http.port }, `Starting metrics server at ${opts.listenAddress}`);
 
-  const kube = createKubeClient(loadKubeConfig(process.env), {
+  const kube = createKubeClient(loadKubeConfig(opts.kubeEnv), {
     qps: opts.kubeApiQps,
     burst: opts.kubeApiBurst,
     metrics,

@@ -2,6 +2,7 @@
 // package.json sits one level above both src/ (node src/main.ts) and dist/
 // (the image copies it next to dist/), so the same relative URL works for both.
 import { readFileSync } from 'node:fs';
+import { errorMessage } from './util/errors.ts';
 
 /** The "version" field of a package.json file; throws a one-line error naming the file. */
 export function readPackageVersion(file: URL | string): string {
@@ -9,7 +10,7 @@ export function readPackageVersion(file: URL | string): string {
   try {
     version = (JSON.parse(readFileSync(file, 'utf8')) as { version?: unknown }).version;
   } catch (err) {
-    throw new Error(`cannot read the version from ${String(file)}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new Error(`cannot read the version from ${String(file)}: ${errorMessage(err)}`, { cause: err });
   }
   if (typeof version !== 'string' || version === '') throw new Error(`no "version" in ${String(file)}`);
   return version;

@@ -23,6 +23,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseConfig } from './parse.ts';
 import type { ParseResult } from './types.ts';
+import { describeFsError, errnoCode } from '../util/errors.ts';
 
 /** Largest config file read by default: 256 KiB. */
 export const DEFAULT_MAX_CONFIG_FILE_BYTES = 256 * 1024;
@@ -59,24 +60,6 @@ const RETRY_DELAY_MS = 20;
 /** Thrown inside one attempt when the files changed under us. */
 class Raced extends Error {}
 
-function code(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? String((err).code) : undefined;
-}
-
-function describeFsError(err: unknown): string {
-  switch (code(err)) {
-    case 'ENOENT':
-      return 'does not exist';
-    case 'ENOTDIR':
-      return 'is not a directory';
-    case 'EACCES':
-    case 'EPERM':
-      return 'permission denied';
-    default:
-      return err instanceof Error ? err.message : String(err);
-  }
-}
-
 /**
  * Reads one file of at most `max` bytes, never more than its size at open + 1.
  * ENOENT, or a file growing while read, means a swap or an edit raced us
@@ -87,8 +70,8 @@ async function readOne(file: string, max: number): Promise<string> {
   try {
     handle = await open(file, 'r');
   } catch (err) {
-    if (code(err) === 'ENOENT') throw new Raced(file);
-    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+    if (errnoCode(err) === 'ENOENT') throw new Raced(file);
+    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err, 'short')}`, { path: file, transient: false, cause: err });
   }
   try {
     const { size } = await handle.stat();
@@ -109,7 +92,7 @@ async function readOne(file: string, max: number): Promise<string> {
     return buf.toString('utf8', 0, got);
   } catch (err) {
     if (err instanceof ConfigReadError || err instanceof Raced) throw err;
-    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+    throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err, 'short')}`, { path: file, transient: false, cause: err });
   } finally {
     await handle.close();
   }
@@ -121,8 +104,8 @@ async function readGeneration(dir: string, target: string, max: number): Promise
   try {
     names = await readdir(genDir);
   } catch (err) {
-    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new Raced(genDir);
-    throw new ConfigReadError(`cannot read config generation ${genDir}: ${describeFsError(err)}`, {
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') throw new Raced(genDir);
+    throw new ConfigReadError(`cannot read config generation ${genDir}: ${describeFsError(err, 'short')}`, {
       path: genDir,
       transient: false,
       cause: err,
@@ -135,8 +118,8 @@ async function readGeneration(dir: string, target: string, max: number): Promise
     try {
       st = await stat(file);
     } catch (err) {
-      if (code(err) === 'ENOENT') throw new Raced(file);
-      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+      if (errnoCode(err) === 'ENOENT') throw new Raced(file);
+      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err, 'short')}`, { path: file, transient: false, cause: err });
     }
     if (!st.isFile()) continue;
     files[name] = await readOne(file, max);
@@ -149,7 +132,7 @@ async function readPlainDir(dir: string, max: number): Promise<ConfigFiles> {
   try {
     names = await readdir(dir);
   } catch (err) {
-    throw new ConfigReadError(`cannot read config directory ${dir}: ${describeFsError(err)}`, { path: dir, transient: false, cause: err });
+    throw new ConfigReadError(`cannot read config directory ${dir}: ${describeFsError(err, 'short')}`, { path: dir, transient: false, cause: err });
   }
   // "..<timestamp>" or "..data_tmp" without "..data": the kubelet is writing its first generation.
   if (names.some((n) => n.startsWith('..'))) throw new Raced(path.join(dir, DATA));
@@ -160,8 +143,8 @@ async function readPlainDir(dir: string, max: number): Promise<ConfigFiles> {
     try {
       st = await stat(file); // follows symlinks
     } catch (err) {
-      if (code(err) === 'ENOENT') continue; // broken symlink, or removed since readdir
-      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err)}`, { path: file, transient: false, cause: err });
+      if (errnoCode(err) === 'ENOENT') continue; // broken symlink, or removed since readdir
+      throw new ConfigReadError(`cannot read config file ${file}: ${describeFsError(err, 'short')}`, { path: file, transient: false, cause: err });
     }
     if (!st.isFile()) continue;
     files[name] = await readOne(file, max);
@@ -174,10 +157,10 @@ async function readAttempt(dir: string, max: number): Promise<ConfigFiles> {
   try {
     target = await readlink(path.join(dir, DATA));
   } catch (err) {
-    const c = code(err);
+    const c = errnoCode(err);
     if (c === 'ENOENT' || c === 'ENOTDIR') return readPlainDir(dir, max);
     if (c === 'EINVAL') return readGeneration(dir, DATA, max); // ..data is a real directory
-    throw new ConfigReadError(`cannot read ${path.join(dir, DATA)}: ${describeFsError(err)}`, {
+    throw new ConfigReadError(`cannot read ${path.join(dir, DATA)}: ${describeFsError(err, 'short')}`, {
       path: dir,
       transient: false,
       cause: err,

@@ -31,6 +31,7 @@ import {
   DEFAULT_NAME_PATTERN,
 } from './types.ts';
 import type { ClassConfig, ConfigError, ParseResult, ProvisionerConfig, VolumeMode } from './types.ts';
+import { errorMessage } from '../util/errors.ts';
 
 export const TOP_LEVEL_KEYS = [
   'storageClassMap',
@@ -225,7 +226,7 @@ function readMinResync(issues: Issues, v: GoValue): number | undefined {
   try {
     ms = parseDuration(v.value);
   } catch (err) {
-    issues.error('minResyncPeriod', v.line, err instanceof Error ? err.message : String(err));
+    issues.error('minResyncPeriod', v.line, errorMessage(err));
     return undefined;
   }
   // 0 is Go's "no periodic resync"; anything meant for a timer must fit one.
@@ -370,7 +371,7 @@ export function parseConfig(files: Readonly<Record<string, string>>): ParseResul
   try {
     return parseUnsafe(files);
   } catch (err) {
-    const message = `internal error while parsing the configuration: ${err instanceof Error ? err.message : String(err)}`;
+    const message = `internal error while parsing the configuration: ${errorMessage(err)}`;
     const error: ConfigError = { path: '', message };
     return { ok: false, errors: [error] };
   }

@@ -9,6 +9,7 @@
 // left running. Process-scope parts (API client, PV/StorageClass informers,
 // process table, recorder, metrics, HTTP) come in through ProcessContext and
 // outlive the generation.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { PVCache } from '../volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
@@ -75,18 +76,19 @@ class Waker {
       this.#pending = false;
       return Promise.resolve();
     }
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(t);
-        signal.removeEventListener('abort', done);
-        this.#wake = undefined;
-        this.#pending = false;
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      signal.addEventListener('abort', done);
-      this.#wake = done;
-    });
+    const kicked = new AbortController();
+    let finished = false;
+    const done = (): void => {
+      if (finished) return; // a kick already finished this sleep; a later kick stays pending
+      finished = true;
+      this.#wake = undefined;
+      this.#pending = false;
+    };
+    this.#wake = () => {
+      done();
+      kicked.abort();
+    };
+    return sleep(ms, undefined, { signal: AbortSignal.any([signal, kicked.signal]) }).then(done, done);
   }
 }
 

@@ -24,7 +24,9 @@ import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
 import { nearestKey } from '../config/suggest.ts';
 import type { ConfigError, ProvisionerConfig } from '../config/types.ts';
 import type { EventRecorder, EventType, ObjectRef } from '../kube/events.ts';
+import { REASON_CONFIG_INVALID, REASON_CONFIG_NO_KNOWN_KEY, REASON_CONFIG_RELOADED, REASON_CONTROLLER_START_FAILED } from '../kube/reasons.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
 import type { WatchResult } from '../watcher/config-watcher.ts';
 import { warningsHash } from '../watcher/hash.ts';
@@ -82,10 +84,6 @@ function listKeys(keys: readonly string[], max = 20): string {
   return keys.length > max ? `${shown} and ${keys.length - max} more` : shown;
 }
 
-function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 export class ReloadReporter {
   readonly #metrics: Metrics;
   readonly #recorder: EventRecorder;
@@ -135,7 +133,7 @@ export class ReloadReporter {
     const shown = errors.slice(0, EVENT_ERRORS).map(formatConfigError).join('; ');
     const more = errors.length > EVENT_ERRORS ? `; and ${errors.length - EVENT_ERRORS} more` : '';
     const n = errors.length === 1 ? '1 error' : `${errors.length} errors`;
-    this.#emit('Warning', 'ConfigInvalid', `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
+    this.#emit('Warning', REASON_CONFIG_INVALID, `Configuration rejected (${n}), ${keeping}: ${shown}${more}`);
   }
 
   /**
@@ -173,7 +171,7 @@ export class ReloadReporter {
     const found = names.length === 0 ? 'the directory has no keys' : `unknown keys: ${described.join(', ')}`;
     const msg = `No known key in the configuration (${found}); nothing will be discovered`;
     this.#log.warn({ keys: names, generation: res.files.generation }, msg);
-    this.#emit('Warning', 'ConfigNoKnownKey', msg);
+    this.#emit('Warning', REASON_CONFIG_NO_KNOWN_KEY, msg);
   }
 
   /** The same config as the running (or pending) one; `healthy` is false while its start keeps failing. */
@@ -220,7 +218,7 @@ export class ReloadReporter {
     if (attempt === 1) {
       this.#emit(
         'Warning',
-        'ControllerStartFailed',
+        REASON_CONTROLLER_START_FAILED,
         `Starting the local controller with configuration ${shortHash(t.hash)} failed (will retry): ${errorMessage(err)}`,
       );
     }
@@ -252,7 +250,7 @@ export class ReloadReporter {
       const what = firstStart ? 'first valid configuration' : `changed: ${listKeys(changed)}`;
       this.#emit(
         'Normal',
-        'ConfigReloaded',
+        REASON_CONFIG_RELOADED,
         `Configuration ${shortHash(next.hash)} applied, local controller generation ${next.generation} started; ${what}`,
       );
     }

@@ -9,7 +9,7 @@
 // or an abort kills the command's whole process group (execa killDescendants),
 // escalating to SIGKILL after a grace delay.
 import { execa } from 'execa';
-import { errorMessage as errMsg } from './common.ts';
+import { errorMessage as errMsg } from '../util/errors.ts';
 
 import type { CleanResult } from './clean-result.ts';
 

@@ -1,20 +1,11 @@
-// Helpers shared by the deleter and the job controller: event reasons, the
+// Helpers shared by the deleter and the job controller: the
 // PV-capacity parser for the delete-duration metric, the delete metrics.
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { capacityBreakDown, type Metrics } from '../metrics/metrics.ts';
 
-export const REASON_FAILED_DELETE = 'VolumeFailedDelete';
-export const REASON_DELETE = 'VolumeDelete';
-export const REASON_UNSUPPORTED_POLICY = 'VolumeUnsupportedReclaimPolicy';
-export const REASON_UNKNOWN_POLICY = 'VolumeUnknownReclaimPolicy';
-export const REASON_VOLUME_MISSING = 'VolumeMissing';
-export const REASON_CLEAN_REFUSED = 'VolumeCleanRefused';
-
 export type CleanupType = 'process' | 'job';
 /** Mode label of the delete metrics: the detected mode, or "unknown" when it could not be detected. */
 export type ModeLabel = 'Block' | 'Filesystem' | 'unknown';
-
-export const errorMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 const SUFFIX: Record<string, number> = {
   '': 1,

@@ -46,15 +46,9 @@ import type { GenerationEnv } from '../volume/env.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import { cleanBlockDevice, cleanFilesystem, type BlockCleanOptions, type CleanResult, type FilesystemCleanOptions } from './cleaner.ts';
+import { errorMessage } from '../util/errors.ts';
 import {
-  errorMessage,
   recordDeleted,
-  REASON_CLEAN_REFUSED,
-  REASON_DELETE,
-  REASON_FAILED_DELETE,
-  REASON_UNKNOWN_POLICY,
-  REASON_UNSUPPORTED_POLICY,
-  REASON_VOLUME_MISSING,
   type CleanupType,
   type ModeLabel,
 } from './common.ts';
@@ -62,6 +56,7 @@ import { buildCleanupJob } from './job.ts';
 import type { JobStatus } from './jobcontroller.ts';
 import type { CleanerRegistry } from './orphans.ts';
 import type { ProcTable } from './proctable.ts';
+import { REASON_CLEAN_REFUSED, REASON_DELETE, REASON_FAILED_DELETE, REASON_UNKNOWN_POLICY, REASON_UNSUPPORTED_POLICY, REASON_VOLUME_MISSING } from '../kube/reasons.ts';
 
 /** What the deleter needs of the job controller. */
 export interface JobTracker {
@@ -155,7 +150,7 @@ export class Deleter {
       try {
         await this.#consider(pv, pass);
       } catch (e) {
-        this.#log.error({ pv: pv.metadata?.name, err: errorMessage(e) }, 'unexpected error handling a released PV');
+        this.#log.error({ pv: pv.metadata?.name, err: e }, 'unexpected error handling a released PV');
       }
     }
     // Keep the backoff maps bounded: drop keys of PVs that are gone.
@@ -386,7 +381,7 @@ export class Deleter {
     try {
       mounts = await this.#mounts(pass);
     } catch (e) {
-      this.#log.warn({ err: errorMessage(e) }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
+      this.#log.warn({ err: e }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
       return undefined;
     }
     if (!mounts.has(v.containerPath)) return missing(`path ${JSON.stringify(v.containerPath)} is not a valid mount point`);
@@ -472,7 +467,7 @@ export class Deleter {
         this.#log.warn({ pv: v.name, err: r.error, durationMs: r.durationMs }, 'cleanup failed');
       }
     } catch (e) {
-      this.#log.error({ pv: v.name, err: errorMessage(e) }, 'cannot record the cleanup result');
+      this.#log.error({ pv: v.name, err: e }, 'cannot record the cleanup result');
     }
     if (!this.#stopped) this.#o.onChange?.();
   }

@@ -34,7 +34,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, rmdirSync, unlinkSync, type Stats } from 'node:fs';
 import { formatDev, makeDev, readMountTable, toBytePath, type MountEntry } from '../host/mountinfo.ts';
 import type { CleanResult } from './clean-result.ts';
-import { errorMessage as errMsg } from './common.ts';
+import { errorMessage as errMsg } from '../util/errors.ts';
 
 export interface FilesystemCleanOptions {
   /** The mount table, read afresh right before the clean (default /proc/self/mountinfo). */

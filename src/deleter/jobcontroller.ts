@@ -45,8 +45,9 @@ import { isConflict, isForbidden, isNotFound } from '../kube/port.ts';
 import type { GenerationEnv } from '../volume/env.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
-import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
-import { errorMessage, recordDeleted, REASON_FAILED_DELETE, type ModeLabel } from './common.ts';
+import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
+import { errorMessage } from '../util/errors.ts';
+import { recordDeleted, type ModeLabel } from './common.ts';
 import {
   BLOCK_DEVICE_ENV,
   cleanupJobName,
@@ -58,18 +59,10 @@ import {
   PV_UID_LABEL,
   type JobPhase,
 } from './job.ts';
-
-/** What discovery asks before it re-creates a PV for a volume (the Go CleanupStatusTracker). */
-export interface CleanupTracker {
-  inProgress(pvName: string): boolean;
-  removeStatus(pvName: string): void | Promise<void>;
-}
+import { REASON_FAILED_DELETE, REASON_JOBS_FORBIDDEN } from '../kube/reasons.ts';
 
 /** How a generation follows cleanup Jobs; see the file comment. */
 export type JobWatchMode = 'required' | 'ifPresent' | 'off';
-
-/** Warning Event on the Pod and Node: useJobForCleaning is on but the Jobs cannot be listed. */
-export const REASON_JOBS_FORBIDDEN = 'CleanupJobsForbidden';
 
 /** Process scope: may cleanup Jobs of this node exist? Yes (unknown) until a list finds none. */
 export class JobPresence {
@@ -105,7 +98,7 @@ export interface JobControllerOptions {
   /** Per-PV backoff after a failed Job; pass a process-scope one to keep it across reloads. */
   readonly failureBackoff?: KeyedBackoff | undefined;
   /** Retry delays of the work queue after an API error (default 1 s .. 5 min). */
-  readonly queueRateLimit?: RateLimiterOptions | undefined;
+  readonly queueRateLimit?: WorkQueueBackoffOptions | undefined;
   /** Called after a PV was deleted or a Job went away (e.g. to run the sync loop early). */
   readonly onChange?: (() => void) | undefined;
   /** Default 'required'. */
@@ -132,7 +125,8 @@ const modeOf = (job: V1Job): ModeLabel => {
 const commandOf = (job: V1Job): string => job.spec?.template.spec?.containers[0]?.command?.[0] ?? '';
 const isCleanupJob = (job: V1Job): boolean => job.metadata?.name?.startsWith(JOB_NAME_PREFIX) ?? false;
 
-export class JobController implements CleanupTracker {
+/** Also the discoverer's CleanupTracker (the Go CleanupStatusTracker): inProgress and removeStatus. */
+export class JobController {
   readonly #env: GenerationEnv;
   readonly #o: JobControllerOptions;
   readonly #log: Logger;
@@ -193,7 +187,7 @@ export class JobController implements CleanupTracker {
       if (this.#stopped) return;
       if (!isForbidden(e)) {
         // Transient: let the informer retry (its own 403 still ends up in #followNone).
-        this.#log.warn({ namespace, err: errorMessage(e) }, 'cannot list cleanup Jobs; watching them until the list works');
+        this.#log.warn({ namespace, err: e }, 'cannot list cleanup Jobs; watching them until the list works');
         this.#follow();
         return;
       }
@@ -204,7 +198,7 @@ export class JobController implements CleanupTracker {
 
   #forbiddenWhileUnused(e: unknown): void {
     this.#log.info(
-      { namespace: this.#env.namespace, err: errorMessage(e) },
+      { namespace: this.#env.namespace, err: e },
       'not allowed to list cleanup Jobs; useJobForCleaning is off, so no Job is followed',
     );
   }
@@ -247,7 +241,7 @@ export class JobController implements CleanupTracker {
       this.#workers.push(
         runWorker(queue, (key) => this.#process(key), (job, e, retries) => {
           const pv = job.slice(job.indexOf('/') + 1 + JOB_NAME_PREFIX.length);
-          this.#log.warn({ pv, job, err: errorMessage(e), retries }, 'processing cleanup job failed; will retry');
+          this.#log.warn({ pv, job, err: e, retries }, 'processing cleanup job failed; will retry');
         }),
       );
     }

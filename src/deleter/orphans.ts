@@ -16,6 +16,7 @@
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, opendirSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../util/log.ts';
+import { errorMessage } from '../util/errors.ts';
 
 /** Largest cleaner record read (bytes); a bigger file is dropped unread. */
 export const MAX_RECORD_BYTES = 64 * 1024;
@@ -79,7 +80,6 @@ export function processCmdline(pid: number): string[] | undefined {
 }
 
 const alive = (pid: number, start: string): boolean => processStartTime(pid) === start;
-const errText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 const isPid = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 1 && (v as number) <= PID_MAX_LIMIT;
 const isTicks = (v: unknown): v is string => typeof v === 'string' && /^\d{1,20}$/.test(v);
 const isArgv = (v: unknown): v is string[] => Array.isArray(v) && v.length > 0 && v.every((s) => typeof s === 'string');
@@ -89,13 +89,13 @@ export function stateDirProblem(dir: string): string | undefined {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
-    return `cannot create ${JSON.stringify(dir)}: ${errText(err)}`;
+    return `cannot create ${JSON.stringify(dir)}: ${errorMessage(err)}`;
   }
   let st;
   try {
     st = lstatSync(dir);
   } catch (err) {
-    return `cannot read ${JSON.stringify(dir)}: ${errText(err)}`;
+    return `cannot read ${JSON.stringify(dir)}: ${errorMessage(err)}`;
   }
   const uid = process.getuid?.() ?? 0;
   if (st.isSymbolicLink()) return `${JSON.stringify(dir)} is a symlink`;
@@ -258,7 +258,7 @@ export class CleanerRegistry {
     try {
       e = parseRecord(name, readRecord(file));
     } catch (err) {
-      e = errText(err);
+      e = errorMessage(err);
     }
     if (typeof e === 'string') {
       this.#log?.warn({ file, reason: e }, `ignoring cleaner record ${JSON.stringify(file)}: ${e}; nothing is killed`);

@@ -39,12 +39,14 @@ import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { mountDirProblem } from '../host/host-mounts.ts';
 import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
-import { blockDeviceCapacity, describeFsError, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
+import { blockDeviceCapacity, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
 import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
 import type { GenerationEnv } from '../volume/env.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
+import { describeFsError, errorMessage } from '../util/errors.ts';
+import { REASON_DISCOVERY_FAILED, REASON_FAILED_DELETE, REASON_NOT_DISCOVERED, REASON_STORAGE_CLASS } from '../kube/reasons.ts';
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
@@ -76,11 +78,6 @@ export interface DiscoveryResult {
   /** Entries skipped for a reason that does not affect readiness (stray files, unmounted dirs, missing dirs). */
   readonly warnings: string[];
 }
-
-export const REASON_STORAGE_CLASS = 'StorageClassMissing';
-export const REASON_NOT_DISCOVERED = 'VolumeNotDiscovered';
-export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
-export const REASON_MODE_MISMATCH = 'VolumeFailedDelete';
 
 const DEFAULT_CREATE_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 5 * 60_000, factor: 2, jitter: 0.1 };
 
@@ -151,7 +148,7 @@ export class Discoverer {
         ownerReference: nodeOwnerReference(env.node),
       };
     } catch (err) {
-      this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errText(err)}` };
+      this.#setup = { error: `cannot discover volumes on node ${JSON.stringify(this.#nodeName)}: ${errorMessage(err)}` };
     }
   }
 
@@ -262,7 +259,7 @@ export class Discoverer {
     try {
       mode = await detectVolumeMode(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
+      this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
       return;
     }
 
@@ -270,7 +267,7 @@ export class Discoverer {
     if (cached) {
       if (cached.spec?.volumeMode === 'Block' && mode === 'Filesystem') {
         const msg = `incorrect Volume Mode: PV ${JSON.stringify(e.pvName)} requires block mode but path ${JSON.stringify(e.filePath)} was in fs mode`;
-        this.#problem(pass, key, 'error', REASON_MODE_MISMATCH, msg, pvRef(cached), e.pvName);
+        this.#problem(pass, key, 'error', REASON_FAILED_DELETE, msg, pvRef(cached), e.pvName);
       }
       return;
     }
@@ -289,7 +286,7 @@ export class Discoverer {
     try {
       await this.#o.cleanupTracker.removeStatus(e.pvName);
     } catch (err) {
-      this.#log.error({ pv: e.pvName, err: errText(err) }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
+      this.#log.error({ pv: e.pvName, err: err }, `expected status exists and fail to remove cleanup status for pv ${e.pvName}`);
       return;
     }
 
@@ -333,7 +330,7 @@ export class Discoverer {
       }
       return await filesystemCapacity(e.filePath);
     } catch (err) {
-      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errText(err), undefined, e.pvName);
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
       return undefined;
     }
   }
@@ -376,7 +373,7 @@ export class Discoverer {
         );
         return;
       }
-      const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errText(err)}`;
+      const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errorMessage(err)}`;
       this.#createErrors.set(e.pvName, msg);
       this.#problem(pass, key, 'error', REASON_DISCOVERY_FAILED, msg, undefined, e.pvName);
       return;
@@ -394,7 +391,7 @@ export class Discoverer {
   #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
     const path = this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
     pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
-      this.#log.warn({ path, err: errText(err) }, `cannot read ${path} to check the classes' hostPath mounts`);
+      this.#log.warn({ path, err: err }, `cannot read ${path} to check the classes' hostPath mounts`);
       return undefined;
     });
     return pass.mountTable;
@@ -443,6 +440,3 @@ function result(pass: Pass): DiscoveryResult {
   return { ready: pass.errors.length === 0, created: pass.created, errors: pass.errors, warnings: pass.warnings };
 }
 
-function errText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

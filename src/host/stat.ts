@@ -4,19 +4,8 @@
 // ("stat /x: no such file or directory").
 import { readFile, stat, statfs } from 'node:fs/promises';
 import type { VolumeMode } from '../config/types.ts';
+import { describeFsError } from '../util/errors.ts';
 
-/** Renders a Node fs error like a Go *PathError: "<syscall> <path>: <description>". */
-export function describeFsError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const e = err as NodeJS.ErrnoException;
-  if (e.code && e.syscall) {
-    // Node: "ENOENT: no such file or directory, stat '/x'"
-    const m = /^[A-Z0-9_]+: (.*?), /.exec(e.message);
-    const desc = m?.[1] ?? e.message;
-    return e.path ? `${e.syscall} ${e.path}: ${desc}` : `${e.syscall}: ${desc}`;
-  }
-  return e.message;
-}
 
 /**
  * Filesystem for a directory, Block for a block device; both checks follow

@@ -24,7 +24,7 @@ import {
 } from '@kubernetes/client-node';
 import type { KubeMetrics } from '../metrics/metrics.ts';
 import { deserializeModel, reuseDispatchers, setWatchInactivityTimeout } from './client-node-patches.ts';
-import { RateLimiter } from './ratelimit.ts';
+import { TokenBucket } from './ratelimit.ts';
 import {
   KubeError,
   type DeleteOptions,
@@ -38,6 +38,7 @@ import {
   type WatchEventType,
   type WatchOptions,
 } from './port.ts';
+import { errnoCode, errorMessage } from '../util/errors.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -47,7 +48,7 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
  * an Error that says exactly what is missing.
  */
 export function loadKubeConfig(
-  env: NodeJS.ProcessEnv = process.env,
+  env: Readonly<Record<string, string | undefined>>,
   opts: { serviceAccountDir?: string } = {},
 ): KubeConfig {
   const kc = new KubeConfig();
@@ -56,12 +57,12 @@ export function loadKubeConfig(
     try {
       fs.accessSync(file, fs.constants.R_OK);
     } catch (e) {
-      throw new Error(`KUBECONFIG=${file}: cannot read the kubeconfig file (${errCode(e)})`, { cause: e });
+      throw new Error(`KUBECONFIG=${file}: cannot read the kubeconfig file (${errnoCode(e) ?? errorMessage(e)})`, { cause: e });
     }
     try {
       kc.loadFromFile(file);
     } catch (e) {
-      throw new Error(`KUBECONFIG=${file}: invalid kubeconfig: ${errMessage(e)}`, { cause: e });
+      throw new Error(`KUBECONFIG=${file}: invalid kubeconfig: ${errorMessage(e)}`, { cause: e });
     }
     const ctx = kc.getCurrentContext();
     if (!ctx) throw new Error(`KUBECONFIG=${file}: the kubeconfig has no current-context`);
@@ -81,7 +82,7 @@ export function loadKubeConfig(
   try {
     fs.accessSync(tokenFile, fs.constants.R_OK);
   } catch (e) {
-    missing.push(`service account token file ${tokenFile} (${errCode(e)})`);
+    missing.push(`service account token file ${tokenFile} (${errnoCode(e) ?? errorMessage(e)})`);
   }
   if (missing.length > 0 || !host || !port) {
     throw new Error(
@@ -237,7 +238,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
   const core = kc.makeApiClient(CoreV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
   const storage = kc.makeApiClient(StorageV1Api);
-  const limiter = new RateLimiter({ qps: opts.qps, burst: opts.burst });
+  const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst });
   const ua = opts.userAgent;
   const callOpts = () => (ua ? setHeaderOptions('User-Agent', ua) : undefined);
   let requests = 0;
@@ -416,10 +417,4 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
   return client;
 }
 
-function errCode(e: unknown): string {
-  return (e as { code?: unknown }).code ? String((e as { code?: unknown }).code) : errMessage(e);
-}
 
-function errMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}

@@ -3,7 +3,7 @@
 // (`burst` tokens) and refills at `qps` tokens per second. Waiters reserve a
 // token in arrival order (the bucket may go negative), so they are served
 // first-come first-served without a queue.
-export interface RateLimiterOptions {
+export interface TokenBucketOptions {
   /** Tokens per second; <= 0, NaN or Infinity means unlimited. */
   readonly qps: number;
   /** Bucket size (at least 1 when limited). */
@@ -12,14 +12,14 @@ export interface RateLimiterOptions {
   readonly now?: () => number;
 }
 
-export class RateLimiter {
+export class TokenBucket {
   readonly #qps: number;
   readonly #burst: number;
   readonly #now: () => number;
   #tokens: number;
   #last: number;
 
-  constructor(opts: RateLimiterOptions) {
+  constructor(opts: TokenBucketOptions) {
     this.#qps = Number.isFinite(opts.qps) && opts.qps > 0 ? opts.qps : Infinity;
     this.#burst = Math.max(1, Math.floor(opts.burst) || 1);
     this.#now = opts.now ?? Date.now;

@@ -13,6 +13,7 @@ import type { CoreV1Event } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { eventMessage, type EventRecorder, type EventType, type ObjectRef } from './events.ts';
 import { isNotFound, type KubePort } from './port.ts';
+import { TokenBucket } from './ratelimit.ts';
 
 export interface EventRecorderOptions {
   /** source.component (the Go provisioner uses its provisioner name). */
@@ -69,7 +70,8 @@ export function createEventRecorder(port: KubePort, opts: EventRecorderOptions):
   const cacheSize = opts.cacheSize ?? 4096;
 
   const aggregates = new Map<string, Aggregate>();
-  const buckets = new Map<string, { tokens: number; at: number }>();
+  const buckets = new Map<string, TokenBucket>();
+  let bucketClock = 0; // the time of the event being filtered, in ms
   const queue: Job[] = [];
   let pumping: Promise<void> | undefined;
   let stopped = false;
@@ -88,11 +90,9 @@ export function createEventRecorder(port: KubePort, opts: EventRecorderOptions):
   };
 
   const allow = (objKey: string, t: number): boolean => {
-    const b = buckets.get(objKey) ?? { tokens: burst, at: t };
-    b.tokens = Math.min(burst, b.tokens + Math.max(0, t - b.at) / refillMs);
-    b.at = t;
-    const ok = b.tokens >= 1;
-    if (ok) b.tokens -= 1;
+    bucketClock = t;
+    const b = buckets.get(objKey) ?? new TokenBucket({ qps: 1000 / refillMs, burst, now: () => bucketClock });
+    const ok = b.tryAcquire();
     remember(buckets, objKey, b);
     return ok;
   };

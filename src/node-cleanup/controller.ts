@@ -23,11 +23,10 @@ import { isNotFound, type KubePort } from '../kube/port.ts';
 import { createInformer } from '../kube/reflector.ts';
 import { formatDuration } from '../util/duration.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
-import { runWorker, WorkQueue, type RateLimiterOptions } from '../util/workqueue.ts';
+import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
 import type { NodeCleanupMetrics, TimerOutcome } from './metrics.ts';
 import { isClaimOf, isLocalPVOfClasses, nodeHostnames, pinnedHostnames, pvDeletable } from './pv.ts';
-
-export const REASON_NODE_DELETED = 'ReferencedNodeDeleted';
+import { REASON_NODE_DELETED } from '../kube/reasons.ts';
 
 export interface NodeCleanupControllerOptions {
   readonly kube: KubePort;
@@ -43,7 +42,7 @@ export interface NodeCleanupControllerOptions {
   readonly logger?: Logger | undefined;
   readonly now?: (() => number) | undefined;
   /** Retry delays after an API error (default 1 s .. 5 min). */
-  readonly queueRateLimit?: RateLimiterOptions | undefined;
+  readonly queueRateLimit?: WorkQueueBackoffOptions | undefined;
 }
 
 /** What one pass over a PV did (for logs and tests). */

@@ -18,9 +18,9 @@ export function backoffDelay(opts: BackoffOptions, attempt: number, random: () =
 }
 
 /** Per-key failure counter with exponential backoff (client-go's ItemExponentialFailureRateLimiter). */
-export class KeyedBackoff {
+export class KeyedBackoff<K = string> {
   readonly #opts: BackoffOptions;
-  readonly #failures = new Map<string, { attempts: number; notBefore: number }>();
+  readonly #failures = new Map<K, { attempts: number; notBefore: number }>();
   readonly #now: () => number;
   readonly #random: () => number;
 
@@ -31,7 +31,7 @@ export class KeyedBackoff {
   }
 
   /** Records a failure; returns the delay in ms before the key may be tried again. */
-  failure(key: string): number {
+  failure(key: K): number {
     const prev = this.#failures.get(key);
     const attempts = prev ? prev.attempts : 0;
     const delay = backoffDelay(this.#opts, attempts, this.#random);
@@ -39,25 +39,30 @@ export class KeyedBackoff {
     return delay;
   }
 
+  /** Failures recorded for the key since it was last forgotten. */
+  failures(key: K): number {
+    return this.#failures.get(key)?.attempts ?? 0;
+  }
+
   /** True when the key has no pending backoff. */
-  ready(key: string): boolean {
+  ready(key: K): boolean {
     const f = this.#failures.get(key);
     return !f || this.#now() >= f.notBefore;
   }
 
   /** Milliseconds until the key is ready (0 when ready). */
-  remaining(key: string): number {
+  remaining(key: K): number {
     const f = this.#failures.get(key);
     return f ? Math.max(0, f.notBefore - this.#now()) : 0;
   }
 
   /** Forgets the key (after a success). */
-  forget(key: string): void {
+  forget(key: K): void {
     this.#failures.delete(key);
   }
 
   /** Drops keys not in `live` (keeps the map bounded). */
-  retain(live: (key: string) => boolean): void {
+  retain(live: (key: K) => boolean): void {
     for (const k of this.#failures.keys()) if (!live(k)) this.#failures.delete(k);
   }
 }

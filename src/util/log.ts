@@ -75,7 +75,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   return pino(
     {
       name: opts.name ?? 'local-volume-provisioner',
-      level: opts.level ?? process.env['LOG_LEVEL'] ?? 'info',
+      level: opts.level ?? 'info',
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

@@ -11,7 +11,9 @@
 //   waits until every item handed out is done().
 // Timers use setTimeout/Date.now, so vi.useFakeTimers() drives them in tests.
 
-export interface RateLimiterOptions {
+import { KeyedBackoff } from './backoff.ts';
+
+export interface WorkQueueBackoffOptions {
   /** First per-item delay (default 5 ms). */
   readonly baseDelayMs?: number;
   /** Upper bound of the per-item delay (default 1000 s). */
@@ -23,31 +25,9 @@ export interface GetResult<T> {
   readonly shutdown: boolean;
 }
 
-/** Per-item exponential backoff (client-go ItemExponentialFailureRateLimiter). */
-export class RateLimiter<T> {
-  readonly #base: number;
-  readonly #max: number;
-  readonly #failures = new Map<T, number>();
-
-  constructor(opts: RateLimiterOptions = {}) {
-    this.#base = opts.baseDelayMs ?? 5;
-    this.#max = opts.maxDelayMs ?? 1_000_000;
-  }
-
-  /** Delay before the item may be retried; counts one more requeue of it. */
-  when(item: T): number {
-    const n = this.#failures.get(item) ?? 0;
-    this.#failures.set(item, n + 1);
-    return Math.min(this.#max, this.#base * 2 ** n);
-  }
-
-  forget(item: T): void {
-    this.#failures.delete(item);
-  }
-
-  numRequeues(item: T): number {
-    return this.#failures.get(item) ?? 0;
-  }
+/** Per-item exponential backoff without jitter (client-go ItemExponentialFailureRateLimiter). */
+export function itemBackoff<T>(opts: WorkQueueBackoffOptions = {}): KeyedBackoff<T> {
+  return new KeyedBackoff<T>({ initialMs: opts.baseDelayMs ?? 5, maxMs: opts.maxDelayMs ?? 1_000_000, jitter: 0 });
 }
 
 export class WorkQueue<T> {
@@ -58,10 +38,10 @@ export class WorkQueue<T> {
   #getters: ((r: GetResult<T>) => void)[] = [];
   #drainWaiters: (() => void)[] = [];
   #shuttingDown = false;
-  readonly #limiter: RateLimiter<T>;
+  readonly #backoff: KeyedBackoff<T>;
 
-  constructor(opts: RateLimiterOptions = {}) {
-    this.#limiter = new RateLimiter<T>(opts);
+  constructor(opts: WorkQueueBackoffOptions = {}) {
+    this.#backoff = itemBackoff<T>(opts);
   }
 
   add(item: T): void {
@@ -134,16 +114,16 @@ export class WorkQueue<T> {
   }
 
   addRateLimited(item: T): void {
-    this.addAfter(item, this.#limiter.when(item));
+    this.addAfter(item, this.#backoff.failure(item));
   }
 
   /** Resets the item's backoff (call after it was processed successfully). */
   forget(item: T): void {
-    this.#limiter.forget(item);
+    this.#backoff.forget(item);
   }
 
   numRequeues(item: T): number {
-    return this.#limiter.numRequeues(item);
+    return this.#backoff.failures(item);
   }
 
   /** Items queued and not handed out yet (delayed items not included). */

@@ -27,6 +27,7 @@ import { parseConfig } from '../config/parse.ts';
 import type { ParseResult } from '../config/types.ts';
 import type { Logger } from '../util/log.ts';
 import { rawFilesHash, warningsHash } from './hash.ts';
+import { errorMessage } from '../util/errors.ts';
 
 /** One delivered check: the files of one generation, their hash, and what they parse to. */
 export interface WatchResult {
@@ -83,9 +84,6 @@ function isTransient(e: unknown): boolean {
   return typeof e === 'object' && e !== null && (e as { transient?: unknown }).transient === true;
 }
 
-function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class ConfigWatcher {
   readonly #dir: string;

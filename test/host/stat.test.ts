@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   blockDeviceCapacity,
-  describeFsError,
   detectVolumeMode,
   deviceNumbers,
   filesystemCapacity,
 } from '../../src/host/stat.ts';
+import { describeFsError } from '../../src/util/errors.ts';
 
 let dir: string;
 beforeEach(async () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RateLimiter } from '../../src/kube/ratelimit.ts';
+import { TokenBucket } from '../../src/kube/ratelimit.ts';
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -9,16 +9,16 @@ afterEach(() => {
 });
 
 /** Starts n acquires and records the fake time at which each one resolved. */
-const startAll = (rl: RateLimiter, n: number): number[] => {
+const startAll = (rl: TokenBucket, n: number): number[] => {
   const t0 = Date.now();
   const done: number[] = [];
   for (let i = 0; i < n; i++) void rl.acquire().then(() => done.push(Date.now() - t0));
   return done;
 };
 
-describe('RateLimiter', () => {
+describe('TokenBucket', () => {
   it('lets a burst through at once, then one token per 1/qps seconds in arrival order', async () => {
-    const rl = new RateLimiter({ qps: 5, burst: 3 });
+    const rl = new TokenBucket({ qps: 5, burst: 3 });
     const done = startAll(rl, 6);
     await vi.advanceTimersByTimeAsync(0);
     expect(done).toEqual([0, 0, 0]);
@@ -29,7 +29,7 @@ describe('RateLimiter', () => {
   });
 
   it('refills up to burst while idle, never beyond', async () => {
-    const rl = new RateLimiter({ qps: 10, burst: 2 });
+    const rl = new TokenBucket({ qps: 10, burst: 2 });
     expect(rl.tryAcquire()).toBe(true);
     expect(rl.tryAcquire()).toBe(true);
     expect(rl.tryAcquire()).toBe(false);
@@ -42,7 +42,7 @@ describe('RateLimiter', () => {
 
   it('is unlimited for qps <= 0, NaN or Infinity', async () => {
     for (const qps of [0, -1, Number.NaN, Infinity]) {
-      const rl = new RateLimiter({ qps, burst: 1 });
+      const rl = new TokenBucket({ qps, burst: 1 });
       expect(rl.unlimited).toBe(true);
       const done = startAll(rl, 100);
       await vi.advanceTimersByTimeAsync(0);
@@ -51,7 +51,7 @@ describe('RateLimiter', () => {
   });
 
   it('an aborted waiter rejects and gives its token back', async () => {
-    const rl = new RateLimiter({ qps: 1, burst: 1 });
+    const rl = new TokenBucket({ qps: 1, burst: 1 });
     await rl.acquire();
     const ac = new AbortController();
     const waiting = rl.acquire(ac.signal);
@@ -72,7 +72,7 @@ describe('RateLimiter', () => {
   });
 
   it('rejects at once for an already-aborted signal', async () => {
-    const rl = new RateLimiter({ qps: 1, burst: 1 });
+    const rl = new TokenBucket({ qps: 1, burst: 1 });
     await expect(rl.acquire(AbortSignal.abort())).rejects.toThrow();
     expect(rl.available()).toBe(1);
   });

@@ -4,7 +4,8 @@
 import type { V1NodeSelectorTerm, V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KubeError } from '../../src/kube/port.ts';
-import { NodeCleanupController, REASON_NODE_DELETED } from '../../src/node-cleanup/controller.ts';
+import { NodeCleanupController } from '../../src/node-cleanup/controller.ts';
+import { REASON_NODE_DELETED } from '../../src/kube/reasons.ts';
 import { NodeCleanupMetrics } from '../../src/node-cleanup/metrics.ts';
 import { FakeRecorder } from '../deleter/helpers.ts';
 import { FakeKube } from '../support/fake-kube.ts';

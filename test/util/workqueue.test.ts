@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RateLimiter, WorkQueue } from '../../src/util/workqueue.ts';
+import { itemBackoff, WorkQueue } from '../../src/util/workqueue.ts';
 
 describe('WorkQueue', () => {
   beforeEach(() => {
@@ -137,7 +137,7 @@ describe('WorkQueue', () => {
   });
 });
 
-describe('RateLimiter', () => {
+describe('itemBackoff', () => {
   beforeEach(() => {
     vi.useFakeTimers();
   });
@@ -146,13 +146,13 @@ describe('RateLimiter', () => {
   });
 
   it('defaults to 5 ms doubling up to 1000 s, per item', () => {
-    const rl = new RateLimiter<string>();
-    const seq = Array.from({ length: 30 }, () => rl.when('a'));
+    const rl = itemBackoff<string>();
+    const seq = Array.from({ length: 30 }, () => rl.failure('a'));
     expect(seq.slice(0, 4)).toEqual([5, 10, 20, 40]);
     expect(seq.at(-1)).toBe(1_000_000);
-    expect(rl.when('b')).toBe(5);
-    expect(rl.numRequeues('a')).toBe(30);
+    expect(rl.failure('b')).toBe(5);
+    expect(rl.failures('a')).toBe(30);
     rl.forget('a');
-    expect(rl.when('a')).toBe(5);
+    expect(rl.failure('a')).toBe(5);
   });
 });

@@ -1,0 +1,46 @@
+// The catalogue of Event reasons: every reason the daemon and the node-cleanup
+// controller record is defined here and only here, so `kubectl get events
+// --field-selector reason=...` greps, alerts and docs/operations.md have one
+// source. test/kube/reasons.test.ts checks that docs/operations.md lists each one.
+
+// Discovery (on the Node, or on the PV for a mode change).
+export const REASON_STORAGE_CLASS = 'StorageClassMissing';
+export const REASON_NOT_DISCOVERED = 'VolumeNotDiscovered';
+export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
+
+// Deleter and cleanup Jobs (on the PV; CleanupJobsForbidden on the Pod and Node).
+export const REASON_FAILED_DELETE = 'VolumeFailedDelete';
+export const REASON_DELETE = 'VolumeDelete';
+export const REASON_UNSUPPORTED_POLICY = 'VolumeUnsupportedReclaimPolicy';
+export const REASON_UNKNOWN_POLICY = 'VolumeUnknownReclaimPolicy';
+export const REASON_VOLUME_MISSING = 'VolumeMissing';
+export const REASON_CLEAN_REFUSED = 'VolumeCleanRefused';
+export const REASON_JOBS_FORBIDDEN = 'CleanupJobsForbidden';
+
+// Config reloads (on the Pod and Node).
+export const REASON_CONFIG_INVALID = 'ConfigInvalid';
+export const REASON_CONFIG_NO_KNOWN_KEY = 'ConfigNoKnownKey';
+export const REASON_CONFIG_RELOADED = 'ConfigReloaded';
+export const REASON_CONTROLLER_START_FAILED = 'ControllerStartFailed';
+
+// The node-cleanup controller (on the PVC).
+export const REASON_NODE_DELETED = 'ReferencedNodeDeleted';
+
+/** Every reason above, for tests and docs. */
+export const EVENT_REASONS: readonly string[] = [
+  REASON_STORAGE_CLASS,
+  REASON_NOT_DISCOVERED,
+  REASON_DISCOVERY_FAILED,
+  REASON_FAILED_DELETE,
+  REASON_DELETE,
+  REASON_UNSUPPORTED_POLICY,
+  REASON_UNKNOWN_POLICY,
+  REASON_VOLUME_MISSING,
+  REASON_CLEAN_REFUSED,
+  REASON_JOBS_FORBIDDEN,
+  REASON_CONFIG_INVALID,
+  REASON_CONFIG_NO_KNOWN_KEY,
+  REASON_CONFIG_RELOADED,
+  REASON_CONTROLLER_START_FAILED,
+  REASON_NODE_DELETED,
+];
