@@ -15,6 +15,13 @@ function errors(files: Record<string, string>): readonly ConfigError[] {
   return r.errors;
 }
 
+/** The single error of a config that has exactly one. */
+function onlyError(files: Record<string, string>): ConfigError {
+  const errs = errors(files);
+  expect(errs).toHaveLength(1);
+  return errs[0] as ConfigError;
+}
+
 function warnings(r: ParseResult): readonly ConfigError[] {
   return r.warnings ?? [];
 }
@@ -324,15 +331,12 @@ describe('parseConfig: minResyncPeriod', () => {
   }
 
   it('rejects a bare number, as Go does', () => {
-    const errs = errors({ storageClassMap: CLASS, minResyncPeriod: '300' });
-    expect(errs).toEqual([
-      {
-        path: 'minResyncPeriod',
-        file: 'minResyncPeriod',
-        line: 1,
-        message: 'expected a Go duration string such as "5m0s" or "1h30m", got number 300 (a bare number is not a duration: add a unit, e.g. 300s)',
-      },
-    ]);
+    expect(onlyError({ storageClassMap: CLASS, minResyncPeriod: '300' })).toEqual({
+      path: 'minResyncPeriod',
+      file: 'minResyncPeriod',
+      line: 1,
+      message: 'expected a Go duration string such as "5m0s" or "1h30m", got number 300 (a bare number is not a duration: add a unit, e.g. 300s)',
+    });
   });
 
   it('rejects strings that are not durations, negative durations and non-scalars', () => {
@@ -815,15 +819,12 @@ describe('parseConfig: hostile values', () => {
   });
 
   it('rejects a raw NUL byte in a file as go-yaml does, naming file and line', () => {
-    const errs = errors({ storageClassMap: 'local:\n  hostDir: /mnt/a\0b\n  mountDir: /mnt/disks\n' });
-    expect(errs).toEqual([
-      {
-        path: 'storageClassMap',
-        file: 'storageClassMap',
-        line: 2,
-        message: 'character U+0000 is not allowed in YAML (control characters are not allowed)',
-      },
-    ]);
+    expect(onlyError({ storageClassMap: 'local:\n  hostDir: /mnt/a\0b\n  mountDir: /mnt/disks\n' })).toEqual({
+      path: 'storageClassMap',
+      file: 'storageClassMap',
+      line: 2,
+      message: 'character U+0000 is not allowed in YAML (control characters are not allowed)',
+    });
   });
 
   it('rejects minResyncPeriod longer than a timer can wait, or out of Go range, with its key path', () => {

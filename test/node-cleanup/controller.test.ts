@@ -87,6 +87,13 @@ async function advance(ms: number): Promise<void> {
   await vi.advanceTimersByTimeAsync(ms);
 }
 
+/** A PV of node-a, the controller started, then node-a deleted. */
+async function startWithNodeAGone(): Promise<void> {
+  putPV('pv-a');
+  await start();
+  fake.remove('nodes', 'node-a');
+}
+
 async function start(storageClassNames: string[] = [SC]): Promise<NodeCleanupController> {
   controller = new NodeCleanupController({
     kube: fake,
@@ -286,9 +293,7 @@ describe('NodeCleanupController', () => {
   });
 
   it('re-checks the Node with a GET before deleting: a Node the cache missed stops the delete', async () => {
-    putPV('pv-a');
-    await start();
-    fake.remove('nodes', 'node-a');
+    await startWithNodeAGone();
     const getNode = vi.spyOn(fake, 'getNode').mockResolvedValue({ metadata: { name: 'node-a' } });
     await advance(DELAY * 2);
     expect(getNode).toHaveBeenCalledWith('node-a');
@@ -322,9 +327,7 @@ describe('NodeCleanupController', () => {
   });
 
   it('deletes nothing when the API check fails, and retries', async () => {
-    putPV('pv-a');
-    await start();
-    fake.remove('nodes', 'node-a');
+    await startWithNodeAGone();
     await advance(DELAY - 1);
     fake.failNext('get', 'nodes', new KubeError(500, 'InternalError', 'etcd is sad'));
     await advance(1);
@@ -335,9 +338,7 @@ describe('NodeCleanupController', () => {
   });
 
   it('a delete that loses a race (409 on the resourceVersion precondition) is retried on fresh state', async () => {
-    putPV('pv-a');
-    await start();
-    fake.remove('nodes', 'node-a');
+    await startWithNodeAGone();
     fake.failNext('delete', 'persistentvolumes', new KubeError(409, 'Conflict', 'Precondition failed'));
     await advance(DELAY);
     expect(pvExists('pv-a')).toBe(true);
