@@ -235,6 +235,29 @@ describe('ConfigWatcher: reads', () => {
     expect(w.stats.transientErrors).toBe(6);
   });
 
+  it('stop() wakes a pending transient-retry sleep at once and leaves no timer (fake timers)', async () => {
+    vi.useFakeTimers();
+    let reads = 0;
+    const read = (): Promise<ConfigFiles> => {
+      reads++;
+      return Promise.reject(Object.assign(new Error('swap'), { transient: true }));
+    };
+    const w = makeWatcher({ watch: false, read, transientRetries: 5, transientRetryDelayMs: 60_000 });
+    void w.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reads).toBe(1);
+    expect(vi.getTimerCount()).toBe(2); // the poll interval and the retry sleep
+    let stopped = false;
+    const stopping = w.stop().then(() => {
+      stopped = true;
+    });
+    await vi.advanceTimersByTimeAsync(0); // no fake time passes: only the stop signal can wake the sleep
+    expect(stopped).toBe(true);
+    await stopping;
+    expect(vi.getTimerCount()).toBe(0);
+    expect(results).toHaveLength(0);
+  });
+
   it('survives many reads racing kubelet swaps without a false invalid result', async () => {
     await writer.write(BASE);
     const w = makeWatcher({ watch: false });
