@@ -55,6 +55,11 @@ describe('src/ import graph', () => {
     expect(cycles).toEqual([]);
   });
 
+  it('reads process.env only in the flags module of each binary', () => {
+    const readers = [...graph.keys()].filter((mod) => /\bprocess\.env\b/.test(readFileSync(join(SRC, mod), 'utf8'))).sort();
+    expect(readers).toEqual(['flags.ts', 'node-cleanup/flags.ts']);
+  });
+
   it('spells the hostname label once', () => {
     const copies = [...graph.keys()].filter((mod) => readFileSync(join(SRC, mod), 'utf8').includes("'kubernetes.io/hostname'"));
     expect(copies).toEqual(['volume/pv-spec.ts']);
