@@ -27,7 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from './util/version.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
 
 /** Fetches this node, retrying with backoff until it succeeds or the signal aborts (a dead API server is waited out). */

@@ -10,7 +10,7 @@ import { Readiness } from '../util/readiness.ts';
 import { parseCli, runCli, runDaemon, type StopFn } from '../util/daemon.ts';
 import { formatDuration } from '../util/duration.ts';
 import { createLogger, type Logger } from '../util/log.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../util/version.ts';
 import { NodeCleanupController } from './controller.ts';
 import type { KubeEnv } from '../flags.ts';
 import { HELP, parseNodeCleanupOptions, type NodeCleanupOptions } from './flags.ts';
