@@ -6,7 +6,7 @@ import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv } from './build.ts';
+import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv, type GoBuildOptions } from './build.ts';
 
 /** The tools module that pins helm (e2e/helm/go.mod). */
 export const helmModuleDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'helm');
@@ -25,11 +25,9 @@ export function helmPathFor(version: string, cacheDir: string = defaultCacheDir(
   return join(cacheDir, 'helm', version, 'helm');
 }
 
-export interface HelmBuildOptions {
-  readonly log?: (msg: string) => void;
+export interface HelmBuildOptions extends GoBuildOptions {
+  /** The tools module (default: e2e/helm). */
   readonly moduleDir?: string;
-  readonly cacheDir?: string;
-  readonly goBinary?: string;
 }
 
 /** Returns the path of the cached helm binary, building it when missing (cold: minutes; warm: seconds). */
@@ -37,15 +35,12 @@ export async function ensureHelmBinary(opts: HelmBuildOptions = {}): Promise<str
   const moduleDir = opts.moduleDir ?? helmModuleDir;
   const version = await helmVersion(moduleDir);
   const target = helmPathFor(version, opts.cacheDir ?? defaultCacheDir());
-  const goBinary = opts.goBinary ?? 'go';
-  return ensureCachedGoBinary({
+  return ensureCachedGoBinary(opts, {
     name: 'helm',
     target,
-    log: opts.log ?? ((msg: string) => console.log(msg)),
-    goBinary,
-    checkGo: () => checkGo(goBinary, `helm for the chart tests (${moduleDir})`),
+    checkGo: (goBinary) => checkGo(goBinary, `helm for the chart tests (${moduleDir})`),
     building: (goVersion) => `helm: building ${version} into ${target} with ${goVersion}`,
-    build: async (tmpDir) => {
+    build: async (tmpDir, goBinary) => {
       const out = join(tmpDir, 'helm');
       const ldflags = `-s -w -X ${HELM_MODULE}/internal/version.version=${version}`;
       await run(goBinary, ['build', '-trimpath', '-ldflags', ldflags, '-o', out, `${HELM_MODULE}/cmd/helm`], moduleDir);

@@ -3,19 +3,13 @@
 //   ${LSP_CACHE_DIR:-$HOME/.cache/local-static-provisioner}/kustomize/<version>/kustomize
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv } from './build.ts';
+import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv, type GoBuildOptions } from './build.ts';
 
 /** The Go module kustomize is installed from, and its pinned version (the one docs/deployment.md checks with). */
 export const kustomizeModule = 'sigs.k8s.io/kustomize/kustomize/v5';
 export const kustomizeVersion = 'v5.8.2';
 
-export interface KustomizeBuildOptions {
-  /** Progress messages (default: console.log). */
-  readonly log?: (msg: string) => void;
-  /** Cache root (default: $LSP_CACHE_DIR or ~/.cache/local-static-provisioner). */
-  readonly cacheDir?: string;
-  /** The go command (default: `go` from PATH). */
-  readonly goBinary?: string;
+export interface KustomizeBuildOptions extends GoBuildOptions {
   /** Module version (default: kustomizeVersion). */
   readonly version?: string;
 }
@@ -32,18 +26,15 @@ export function kustomizePathFor(version: string = kustomizeVersion, cacheDir: s
 export async function ensureKustomizeBinary(opts: KustomizeBuildOptions = {}): Promise<string> {
   const version = opts.version ?? kustomizeVersion;
   const target = kustomizePathFor(version, opts.cacheDir ?? defaultCacheDir());
-  const goBinary = opts.goBinary ?? 'go';
-  return ensureCachedGoBinary({
+  return ensureCachedGoBinary(opts, {
     name: 'kustomize',
     target,
-    log: opts.log ?? ((msg: string) => console.log(msg)),
-    goBinary,
-    checkGo: () =>
+    checkGo: (goBinary) =>
       checkGo(goBinary).catch((err: unknown) => {
         throw new Error(`building kustomize ${version} (${kustomizeModule}) needs the same Go: ${(err as Error).message}`, { cause: err });
       }),
     building: (goVersion) => `kustomize: building ${kustomizeModule}@${version} with ${goVersion} into ${target} (a cold build takes a few minutes)`,
-    build: (tmpDir) =>
+    build: (tmpDir, goBinary) =>
       new Promise<string>((res, rej) => {
         execFile(
           goBinary,
