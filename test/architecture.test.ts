@@ -76,6 +76,13 @@ describe('src/ import graph', () => {
     expect(readers).toEqual(['flags.ts', 'node-cleanup/flags.ts']);
   });
 
+  it('waits with node:timers/promises, not a hand-made Promise around setTimeout', () => {
+    // A cancellable sleep is `setTimeout(ms, undefined, { signal })` from node:timers/promises.
+    const HAND_MADE_SLEEP = /new Promise(?:<[^>]*>)?\(\((?:resolve|res)\b[\s\S]{0,300}?\bsetTimeout\(/;
+    const sleepers = [...graph.keys()].filter((mod) => HAND_MADE_SLEEP.test(readFileSync(join(SRC, mod), 'utf8')));
+    expect(sleepers).toEqual([]);
+  });
+
   it('spells the hostname label once', () => {
     const copies = [...graph.keys()].filter((mod) => readFileSync(join(SRC, mod), 'utf8').includes("'kubernetes.io/hostname'"));
     expect(copies).toEqual(['volume/pv-spec.ts']);
