@@ -84,6 +84,11 @@ export interface RealNode {
   ctr(args: readonly string[]): Promise<string>;
   stats(): NodeStats;
   /**
+   * The processes of a running container (id from a pod's containerStatuses, with or without the
+   * containerd:// prefix), found through its task's cgroup, and the sum of their VmRSS in KiB.
+   */
+  containerMemory(containerId: string): Promise<{ pids: number[]; rssKiB: number }>;
+  /**
    * Deletes the Node object, stops the kubelet, and has the watchdog stop the pods, containerd
    * and restore the host; rejects with the watchdog's log when something was left. Idempotent.
    */
@@ -351,6 +356,18 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
       await ctr(['images', 'import', archive]);
     },
     ctr,
+    containerMemory: async (containerId) => {
+      const id = containerId.replace(/^containerd:\/\//, '');
+      const row = (await ctr(['tasks', 'ls'])).split('\n').find((l) => l.startsWith(`${id} `));
+      const pid = Number(row?.trim().split(/\s+/)[1]);
+      if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no running task for container ${id} on node ${opts.name}`);
+      const rel = /^\d+:memory:(.*)$/m.exec(readFileSync(`/proc/${pid}/cgroup`, 'utf8'))?.[1] ?? '';
+      const pids = readFileSync(join('/sys/fs/cgroup/memory', rel, 'cgroup.procs'), 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map(Number);
+      return { pids, rssKiB: pids.reduce((sum, p) => sum + (readRssKiB(p) ?? 0), 0) };
+    },
     stats: () => ({
       startToReadyMs: Math.round(startToReadyMs),
       rssKiB: { kubelet: readRssKiB(pid(procs.kubelet)), containerd: readRssKiB(pid(procs.containerd)) },
