@@ -65,6 +65,19 @@ class DiscoveryRoot {
   }
 }
 
+/** Prints the end of the provisioner containers' logs (kubelet podLogsDir), for failures. */
+function logProvisionerTail(node: RealNode): void {
+  const dir = join(node.dir, 'pod-logs');
+  for (const pod of readdirSync(dir).filter((d) => d.startsWith('kube-system_local-volume-provisioner'))) {
+    for (const c of readdirSync(join(dir, pod))) {
+      for (const f of readdirSync(join(dir, pod, c))) {
+        const lines = readFileSync(join(dir, pod, c, f), 'utf8').split('\n').slice(-15).join('\n');
+        console.log(`--- ${pod}/${c}/${f} (last lines) ---\n${lines}`);
+      }
+    }
+  }
+}
+
 describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${reason ? ` (skipped: ${reason})` : ''}`, { timeout: 300_000 }, () => {
   const nodeName = 'lsp-real-node';
   const cls = 'fast-disks'; // the base's class and StorageClass (WaitForFirstConsumer)
@@ -136,6 +149,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   afterAll(async () => {
     // Node first (its containers hold copies of the /mnt/disks mounts), then the control plane.
     const errors: unknown[] = [];
+    if (node) logProvisionerTail(node);
     await node?.stop().catch((e: unknown) => errors.push(e));
     await cp?.stop().catch((e: unknown) => errors.push(e));
     try {
@@ -225,6 +239,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const before = await readyPod();
     const containerId = before?.status?.containerStatuses?.[0]?.containerID ?? '';
     expect(containerId).toMatch(/^containerd:\/\//);
+    const fastBefore = await pvsOf(cls);
     disks?.volume('e2e-new', 'vol1');
     await api.storage.createStorageClass({
       body: { metadata: { name: 'e2e-new' }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
@@ -234,9 +249,14 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       storageClassMap: `${cm.data?.['storageClassMap'] ?? ''}e2e-new:\n  hostDir: /mnt/disks/e2e-new\n  mountDir: /mnt/disks/e2e-new\n`,
       labelsForPV: 'lsp-e2e/generation: "2"\n',
     });
-    const fresh = await waitFor(async () => ((await pvsOf('e2e-new')).length === 1 ? performance.now() : undefined), { what: 'a PV of the new class', timeoutMs: 60_000, intervalMs: 250 });
-    measure('ConfigMap patch to the new class PV', fresh - t0);
-    await waitFor(async () => (await pvsOf(cls)).every((pv) => pv.metadata?.labels?.['lsp-e2e/generation'] === '2'), { what: 'the new label on the PVs', timeoutMs: 60_000 });
+    const fresh = await waitFor(async () => {
+      const l = await pvsOf('e2e-new');
+      return l.length === 1 ? { pv: l[0], at: performance.now() } : undefined;
+    }, { what: 'a PV of the new class', timeoutMs: 60_000, intervalMs: 250 });
+    measure('ConfigMap patch to the new class PV', fresh.at - t0);
+    // New PVs get the new labels; existing ones are never edited by a reload (docs/hot-reload.md).
+    expect(fresh.pv?.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
+    expect((await pvsOf(cls)).map((pv) => pv.metadata?.resourceVersion)).toEqual(fastBefore.map((pv) => pv.metadata?.resourceVersion));
 
     const after = await readyPod();
     expect(after?.metadata?.uid).toBe(before?.metadata?.uid);
@@ -249,7 +269,9 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   it('deleting the Pod and the PVC cleans the volume and the PV comes back Available', async () => {
     const claim = await api.core.readNamespacedPersistentVolumeClaim({ name: 'data', namespace });
     const pvName = claim.spec?.volumeName ?? '';
-    const path = (await api.core.readPersistentVolume({ name: pvName })).spec?.local?.path ?? '';
+    const bound = await api.core.readPersistentVolume({ name: pvName });
+    const path = bound.spec?.local?.path ?? '';
+    const uidBefore = bound.metadata?.uid;
     const t0 = performance.now();
     await api.core.deleteNamespacedPod({ name: 'app', namespace });
     await api.core.deleteNamespacedPersistentVolumeClaim({ name: 'data', namespace });
@@ -262,6 +284,11 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     );
     measure('Pod+PVC delete to PV Available', performance.now() - t0);
     expect(readdirSync(path)).toEqual([]); // cleaned in-process (Filesystem volume: contents removed)
+    // reclaimPolicy Delete: the PV was deleted after the clean and discovered again, as a new PV
+    // of the reloaded config (with its label).
+    const again = await api.core.readPersistentVolume({ name: pvName });
+    expect(again.metadata?.uid).not.toBe(uidBefore);
+    expect(again.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
     pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
     expect(pvUids.size).toBe(3);
   });
