@@ -7,7 +7,7 @@
 // volume and brings the PV back Available; a rollout restart keeps every PV.
 // Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
@@ -32,6 +32,8 @@ const sh = (cmd: string, args: readonly string[]): string => execFileSync(cmd, a
 class DiscoveryRoot {
   readonly root = '/mnt/disks';
   readonly #createdTop: string;
+  readonly #loops: string[] = [];
+  readonly #backing = mkdtempSync(join(tmpdir(), 'lsp-real-node-disks-'));
   constructor() {
     this.#createdTop = existsSync('/mnt') ? this.root : '/mnt';
     mkdirSync(this.root, { recursive: true });
@@ -43,6 +45,16 @@ class DiscoveryRoot {
     mkdirSync(p, { recursive: true });
     sh('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'lsp-e2e', p]);
     return p;
+  }
+  /** A loop device of `sizeMiB` (sparse file in a temp dir) linked as root/<cls>/<name>, the way disks are set up. */
+  blockDevice(cls: string, name: string, sizeMiB: number): string {
+    const file = join(this.#backing, `${name}.img`);
+    sh('truncate', ['-s', `${sizeMiB}M`, file]);
+    const dev = sh('losetup', ['--find', '--show', file]).trim();
+    this.#loops.push(dev);
+    mkdirSync(join(this.root, cls), { recursive: true });
+    symlinkSync(dev, join(this.root, cls, name));
+    return dev;
   }
   cleanup(): void {
     // Deepest first, until nothing is mounted under the root (propagation may have doubled some).
@@ -62,6 +74,8 @@ class DiscoveryRoot {
       }
     }
     rmSync(this.#createdTop, { recursive: true, force: true });
+    for (const d of this.#loops) sh('losetup', ['-d', d]);
+    rmSync(this.#backing, { recursive: true, force: true });
   }
 }
 
@@ -235,18 +249,23 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     return t0;
   }
 
-  it('a ConfigMap patch (a new class, PV labels) is projected by the kubelet and applied in place', async () => {
+  it('a ConfigMap patch (new classes, one for a loop device; PV labels) is projected by the kubelet and applied in place', async () => {
     const before = await readyPod();
     const containerId = before?.status?.containerStatuses?.[0]?.containerID ?? '';
     expect(containerId).toMatch(/^containerd:\/\//);
     const fastBefore = await pvsOf(cls);
     disks?.volume('e2e-new', 'vol1');
-    await api.storage.createStorageClass({
-      body: { metadata: { name: 'e2e-new' }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
-    });
+    const loop = disks?.blockDevice('e2e-block', 'disk0', 32);
+    for (const name of ['e2e-new', 'e2e-block']) {
+      await api.storage.createStorageClass({
+        body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
+      });
+    }
     const cm = await api.core.readNamespacedConfigMap({ name: 'local-volume-provisioner-config', namespace: 'kube-system' });
     const t0 = await patchConfigAndWait({
-      storageClassMap: `${cm.data?.['storageClassMap'] ?? ''}e2e-new:\n  hostDir: /mnt/disks/e2e-new\n  mountDir: /mnt/disks/e2e-new\n`,
+      storageClassMap:
+        `${cm.data?.['storageClassMap'] ?? ''}e2e-new:\n  hostDir: /mnt/disks/e2e-new\n  mountDir: /mnt/disks/e2e-new\n` +
+        'e2e-block:\n  hostDir: /mnt/disks/e2e-block\n  mountDir: /mnt/disks/e2e-block\n  volumeMode: Block\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n',
       labelsForPV: 'lsp-e2e/generation: "2"\n',
     });
     const fresh = await waitFor(async () => {
@@ -254,6 +273,11 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       return l.length === 1 ? { pv: l[0], at: performance.now() } : undefined;
     }, { what: 'a PV of the new class', timeoutMs: 60_000, intervalMs: 250 });
     measure('ConfigMap patch to the new class PV', fresh.at - t0);
+    // The loop device, seen through the pod's /dev (a hostPath), as a Block PV of its size.
+    const block = await waitFor(async () => (await pvsOf('e2e-block'))[0], { what: `a Block PV for ${loop ?? ''}`, timeoutMs: 60_000 });
+    expect(block.spec?.volumeMode).toBe('Block');
+    expect(block.spec?.local?.path).toBe('/mnt/disks/e2e-block/disk0');
+    expect(block.spec?.capacity?.['storage']).toBe('32Mi');
     // New PVs get the new labels; existing ones are never edited by a reload (docs/hot-reload.md).
     expect(fresh.pv?.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
     expect((await pvsOf(cls)).map((pv) => pv.metadata?.resourceVersion)).toEqual(fastBefore.map((pv) => pv.metadata?.resourceVersion));
@@ -290,7 +314,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(again.metadata?.uid).not.toBe(uidBefore);
     expect(again.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
     pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
-    expect(pvUids.size).toBe(3);
+    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
   });
 
   it('a rollout restart replaces the pod and keeps every PV', async () => {
