@@ -334,5 +334,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(fresh.status?.containerStatuses?.[0]?.restartCount).toBe(0);
     const now = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
     expect(now).toEqual(pvUids);
+    const rss = node?.stats().rssKiB;
+    console.log(`[measure] RSS after the flow: kubelet ${Math.round((rss?.kubelet ?? 0) / 1024)} MiB, containerd ${Math.round((rss?.containerd ?? 0) / 1024)} MiB`);
   });
 });
