@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
 import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
@@ -78,6 +78,8 @@ class DiscoveryRoot {
     rmSync(this.#backing, { recursive: true, force: true });
   }
 }
+
+const container = (pod: V1Pod | undefined): V1ContainerStatus | undefined => pod?.status?.containerStatuses?.[0];
 
 /** Prints the end of the provisioner containers' logs (kubelet podLogsDir), for failures. */
 function logProvisionerTail(node: RealNode): void {
@@ -249,43 +251,48 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     return t0;
   }
 
-  it('a ConfigMap patch (new classes, one for a loop device; PV labels) is projected by the kubelet and applied in place', async () => {
-    const before = await readyPod();
-    const containerId = before?.status?.containerStatuses?.[0]?.containerID ?? '';
-    expect(containerId).toMatch(/^containerd:\/\//);
-    const fastBefore = await pvsOf(cls);
+  /**
+   * A tmpfs for a new Filesystem class and a loop device for a new Block class, their StorageClasses,
+   * then one ConfigMap patch adding both classes and labelsForPV. Returns when the patch was made.
+   */
+  async function addClassesAndLabel(): Promise<number> {
     disks?.volume('e2e-new', 'vol1');
-    const loop = disks?.blockDevice('e2e-block', 'disk0', 32);
+    disks?.blockDevice('e2e-block', 'disk0', 32);
     for (const name of ['e2e-new', 'e2e-block']) {
       await api.storage.createStorageClass({
         body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
       });
     }
     const cm = await api.core.readNamespacedConfigMap({ name: 'local-volume-provisioner-config', namespace: 'kube-system' });
-    const t0 = await patchConfigAndWait({
+    return patchConfigAndWait({
       storageClassMap:
         `${cm.data?.['storageClassMap'] ?? ''}e2e-new:\n  hostDir: /mnt/disks/e2e-new\n  mountDir: /mnt/disks/e2e-new\n` +
         'e2e-block:\n  hostDir: /mnt/disks/e2e-block\n  mountDir: /mnt/disks/e2e-block\n  volumeMode: Block\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n',
       labelsForPV: 'lsp-e2e/generation: "2"\n',
     });
+  }
+
+  it('a ConfigMap patch (new classes, one for a loop device; PV labels) is projected by the kubelet and applied in place', async () => {
+    const before = await readyPod();
+    const containerId = container(before)?.containerID ?? '';
+    expect(containerId).toMatch(/^containerd:\/\//);
+    const fastBefore = await pvsOf(cls);
+    const t0 = await addClassesAndLabel();
     const fresh = await waitFor(async () => {
       const l = await pvsOf('e2e-new');
       return l.length === 1 ? { pv: l[0], at: performance.now() } : undefined;
     }, { what: 'a PV of the new class', timeoutMs: 60_000, intervalMs: 250 });
     measure('ConfigMap patch to the new class PV', fresh.at - t0);
     // The loop device, seen through the pod's /dev (a hostPath), as a Block PV of its size.
-    const block = await waitFor(async () => (await pvsOf('e2e-block'))[0], { what: `a Block PV for ${loop ?? ''}`, timeoutMs: 60_000 });
-    expect(block.spec?.volumeMode).toBe('Block');
-    expect(block.spec?.local?.path).toBe('/mnt/disks/e2e-block/disk0');
-    expect(block.spec?.capacity?.['storage']).toBe('32Mi');
+    const block = await waitFor(async () => (await pvsOf('e2e-block'))[0], { what: 'a Block PV for the loop device', timeoutMs: 60_000 });
+    expect(block.spec).toMatchObject({ volumeMode: 'Block', local: { path: '/mnt/disks/e2e-block/disk0' }, capacity: { storage: '32Mi' } });
     // New PVs get the new labels; existing ones are never edited by a reload (docs/hot-reload.md).
     expect(fresh.pv?.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
     expect((await pvsOf(cls)).map((pv) => pv.metadata?.resourceVersion)).toEqual(fastBefore.map((pv) => pv.metadata?.resourceVersion));
 
     const after = await readyPod();
     expect(after?.metadata?.uid).toBe(before?.metadata?.uid);
-    expect(after?.status?.containerStatuses?.[0]?.containerID).toBe(containerId);
-    expect(after?.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    expect(container(after)).toMatchObject({ containerID: containerId, restartCount: 0 });
     const mem = await node?.containerMemory(containerId);
     console.log(`[measure] provisioner container RSS: ${Math.round((mem?.rssKiB ?? 0) / 1024)} MiB (pids ${mem?.pids.join(', ') ?? ''})`);
   });
@@ -331,7 +338,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       const p = await readyPod();
       return p && p.metadata?.uid !== old?.metadata?.uid ? p : undefined;
     }, { what: 'the restarted provisioner pod Ready', timeoutMs: 180_000 });
-    expect(fresh.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    expect(container(fresh)?.restartCount).toBe(0);
     const now = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
     expect(now).toEqual(pvUids);
     const rss = node?.stats().rssKiB;
