@@ -181,8 +181,6 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
   });
 
-  let pvUids: Map<string, string>;
-
   it('the DaemonSet pod runs the image on the node and creates a PV per mount', async () => {
     const t0 = performance.now();
     const pod = await waitFor(async () => (await provisionerPods()).find((p) => p.status?.phase === 'Running'), { what: 'the provisioner pod Running', timeoutMs: 120_000, intervalMs: 250 });
@@ -201,40 +199,66 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     await waitFor(readyPod, { what: 'the provisioner pod Ready (/ready after a discovery pass)', timeoutMs: 60_000 });
   });
 
-  it('a Pod with a PVC of the WaitForFirstConsumer class is scheduled, binds and writes into the local volume', async () => {
+  /**
+   * A PVC of `cls` and a Pod (no node named: the scheduler places it) that writes into it; resolves
+   * with the bound PV's host path once the file is there.
+   */
+  async function claimAndWrite(claimName: string, podName: string): Promise<string> {
     await api.core.createNamespacedPersistentVolumeClaim({
       namespace,
-      body: { metadata: { name: 'data' }, spec: { storageClassName: cls, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Mi' } } } },
+      body: { metadata: { name: claimName }, spec: { storageClassName: cls, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Mi' } } } },
     });
     await api.core.createNamespacedPod({
       namespace,
       body: {
-        metadata: { name: 'app' },
+        metadata: { name: podName },
         spec: {
           terminationGracePeriodSeconds: 1,
           containers: [
             {
               name: 'app',
               image: image.ref,
-              command: ['bash', '-c', 'echo "written by app" > /data/hello && exec sleep infinity'],
+              command: ['bash', '-c', `echo "written by ${podName}" > /data/hello && exec sleep infinity`],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
           ],
-          volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }],
+          volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
         },
       },
     });
     const running = await waitFor(async () => {
-      const p = await api.core.readNamespacedPod({ name: 'app', namespace });
+      const p = await api.core.readNamespacedPod({ name: podName, namespace });
       return p.status?.phase === 'Running' ? p : undefined;
-    }, { what: 'pod app Running', timeoutMs: 120_000 });
+    }, { what: `pod ${podName} Running`, timeoutMs: 120_000 });
     expect(running.spec?.nodeName).toBe(nodeName);
-    const claim = await api.core.readNamespacedPersistentVolumeClaim({ name: 'data', namespace });
+    const claim = await api.core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace });
     expect(claim.status?.phase).toBe('Bound');
     const pv = await api.core.readPersistentVolume({ name: claim.spec?.volumeName ?? '' });
     const file = join(pv.spec?.local?.path ?? '', 'hello');
     await waitFor(() => existsSync(file), { what: `${file} written by the pod`, timeoutMs: 30_000 });
-    expect(readFileSync(file, 'utf8')).toBe('written by app\n');
+    expect(readFileSync(file, 'utf8')).toBe(`written by ${podName}\n`);
+    return pv.spec?.local?.path ?? '';
+  }
+
+  /** Deletes the Pod and the PVC; resolves with the PV once it is Available again, and the time that took. */
+  async function releaseAndWait(claimName: string, podName: string): Promise<{ pv: V1PersistentVolume; ms: number; uidBefore: string | undefined }> {
+    const pvName = (await api.core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace })).spec?.volumeName ?? '';
+    const uidBefore = (await api.core.readPersistentVolume({ name: pvName })).metadata?.uid;
+    const t0 = performance.now();
+    await api.core.deleteNamespacedPod({ name: podName, namespace });
+    await api.core.deleteNamespacedPersistentVolumeClaim({ name: claimName, namespace });
+    const pv = await waitFor(
+      async () => {
+        const p = await api.core.readPersistentVolume({ name: pvName }).catch(() => undefined);
+        return p?.status?.phase === 'Available' && p.spec?.claimRef === undefined ? p : undefined;
+      },
+      { what: `PV ${pvName} Available again`, timeoutMs: 180_000, intervalMs: 250 },
+    );
+    return { pv, ms: performance.now() - t0, uidBefore };
+  }
+
+  it('a Pod with a PVC of the WaitForFirstConsumer class is scheduled, binds and writes into the local volume', async () => {
+    await claimAndWrite('data', 'app');
   });
 
   /** Merge-patches the provisioner ConfigMap's data; resolves when the daemon has applied it (its metric). */
@@ -298,33 +322,66 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   });
 
   it('deleting the Pod and the PVC cleans the volume and the PV comes back Available', async () => {
-    const claim = await api.core.readNamespacedPersistentVolumeClaim({ name: 'data', namespace });
-    const pvName = claim.spec?.volumeName ?? '';
-    const bound = await api.core.readPersistentVolume({ name: pvName });
-    const path = bound.spec?.local?.path ?? '';
-    const uidBefore = bound.metadata?.uid;
-    const t0 = performance.now();
-    await api.core.deleteNamespacedPod({ name: 'app', namespace });
-    await api.core.deleteNamespacedPersistentVolumeClaim({ name: 'data', namespace });
-    await waitFor(
-      async () => {
-        const pv = await api.core.readPersistentVolume({ name: pvName }).catch(() => undefined);
-        return pv?.status?.phase === 'Available' && pv.spec?.claimRef === undefined;
-      },
-      { what: `PV ${pvName} Available again`, timeoutMs: 180_000, intervalMs: 250 },
-    );
-    measure('Pod+PVC delete to PV Available', performance.now() - t0);
-    expect(readdirSync(path)).toEqual([]); // cleaned in-process (Filesystem volume: contents removed)
+    const { pv, ms, uidBefore } = await releaseAndWait('data', 'app');
+    measure('Pod+PVC delete to PV Available', ms);
+    expect(readdirSync(pv.spec?.local?.path ?? '')).toEqual([]); // cleaned in-process (Filesystem volume: contents removed)
     // reclaimPolicy Delete: the PV was deleted after the clean and discovered again, as a new PV
     // of the reloaded config (with its label).
-    const again = await api.core.readPersistentVolume({ name: pvName });
-    expect(again.metadata?.uid).not.toBe(uidBefore);
-    expect(again.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
-    pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
-    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
+    expect(pv.metadata?.uid).not.toBe(uidBefore);
+    expect(pv.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
+  });
+
+  it('with the shipped job-cleaning component, the clean runs as a Job: a real container of the image and its scripts', async () => {
+    // The component's RBAC and its ConfigMap key, from the same overlay with the component added.
+    const withJobs = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
+    let rendered: ReturnType<typeof manifestObjects>;
+    try {
+      const base = readFileSync(join(overlay ?? '', 'kustomization.yaml'), 'utf8').replace(
+        /^resources: \[(.*)\]$/m,
+        (_, r: string) => `resources: [${relative(withJobs, join(overlay ?? '', r))}]\ncomponents: [${relative(withJobs, join(deploymentDir, 'components', 'job-cleaning'))}]`,
+      );
+      writeFileSync(join(withJobs, 'kustomization.yaml'), base);
+      rendered = manifestObjects(await kustomizeBuild(await ensureKustomizeBinary(), withJobs));
+    } finally {
+      rmSync(withJobs, { recursive: true, force: true });
+    }
+    await applyObjects(cp?.adminKubeconfig ?? '', rendered.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding'), 'the job-cleaning component');
+    const cm = rendered.find((o) => o.kind === 'ConfigMap') as { data?: Record<string, string> } | undefined;
+    expect(cm?.data?.['useJobForCleaning']).toBe('true');
+    await patchConfigAndWait({ useJobForCleaning: cm?.data?.['useJobForCleaning'] ?? '' });
+
+    const path = await claimAndWrite('data2', 'app2');
+    // Watch the cleanup Job's pods while the release runs (the daemon may delete a finished Job).
+    const pods = new Map<string, V1Pod>();
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        for (const p of (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'job-name' })).items) pods.set(p.metadata?.name ?? '', p);
+        await new Promise((res) => setTimeout(res, 250));
+      }
+    })();
+    let released: Awaited<ReturnType<typeof releaseAndWait>>;
+    try {
+      released = await releaseAndWait('data2', 'app2');
+    } finally {
+      watching = false;
+      await watcher;
+    }
+    measure('Pod+PVC delete to PV Available, cleaned by a Job', released.ms);
+    expect(released.pv.spec?.local?.path).toBe(path);
+    expect(readdirSync(path)).toEqual([]);
+    const ran = [...pods.values()];
+    expect(ran.length, 'a cleanup Job pod was seen').toBeGreaterThan(0);
+    for (const p of ran) {
+      expect(p.spec?.nodeName).toBe(nodeName);
+      expect(p.spec?.containers[0]?.image).toBe(image.ref);
+    }
+    expect(ran.some((p) => p.status?.phase === 'Succeeded')).toBe(true);
   });
 
   it('a rollout restart replaces the pod and keeps every PV', async () => {
+    const pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
+    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
     const old = await readyPod();
     await apps.patchNamespacedDaemonSet(
       {
