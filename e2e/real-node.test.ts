@@ -3,8 +3,10 @@
 // with every KCM controller and the scheduler; the DaemonSet's pod runs the image built from the
 // Dockerfile on a real kubelet + containerd; PVs appear for tmpfs mounts under /mnt/disks; a Pod
 // with a PVC of the WaitForFirstConsumer class is scheduled, binds and writes; a ConfigMap patch
-// is projected by the kubelet and applied in place; deleting the Pod and the PVC cleans the
-// volume and brings the PV back Available; a rollout restart keeps every PV.
+// (new classes, one for a loop device, and PV labels) is projected by the kubelet and applied in
+// place; deleting the Pod and the PVC cleans the volume and brings the PV back Available, in-process
+// and, with the shipped job-cleaning component, through a cleanup Job run as a real container; a
+// rollout restart keeps every PV.
 // Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
