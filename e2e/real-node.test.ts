@@ -22,7 +22,11 @@ import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
 import { nodeUnsupportedReason, startNode, type RealNode } from './harness/node.ts';
 
-const reason = nodeUnsupportedReason() ?? (existsSync('/mnt/disks') ? '/mnt/disks exists on this host (the base DaemonSet discovers there): not touching it' : undefined);
+const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !(process.env['PATH'] ?? '').split(':').some((d) => d !== '' && existsSync(join(d, t))));
+const reason =
+  nodeUnsupportedReason() ??
+  (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??
+  (existsSync('/mnt/disks') ? '/mnt/disks exists on this host (the base DaemonSet discovers there): not touching it' : undefined);
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
 const sh = (cmd: string, args: readonly string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
