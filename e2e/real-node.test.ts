@@ -20,9 +20,9 @@ import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.t
 import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
-import { nodeUnsupportedReason, startNode, type RealNode } from './harness/node.ts';
+import { nodeUnsupportedReason, onPath, startNode, type RealNode } from './harness/node.ts';
 
-const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !(process.env['PATH'] ?? '').split(':').some((d) => d !== '' && existsSync(join(d, t))));
+const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !onPath(t));
 const reason =
   nodeUnsupportedReason() ??
   (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??

@@ -29,7 +29,8 @@ const podSubnet = '10.244.77.0/24';
 const requiredCommands = ['containerd', 'containerd-shim-runc-v2', 'runc', 'ctr', 'iptables-save', 'ip6tables-save', 'nft', 'ip', 'umount'] as const;
 const requiredPlugins = ['bridge', 'host-local', 'loopback'] as const;
 
-function onPath(cmd: string): boolean {
+/** Whether `cmd` is an executable file in a PATH directory. */
+export function onPath(cmd: string): boolean {
   return (process.env['PATH'] ?? '').split(delimiter).some((d) => d !== '' && existsSync(join(d, cmd)));
 }
 
