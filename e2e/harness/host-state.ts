@@ -6,6 +6,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { parseMountPropagation } from '../../src/host/mountinfo.ts';
 
 /**
  * Kernel settings the kubelet writes (setupKernelTunables, unless protectKernelDefaults) and the
@@ -35,7 +36,7 @@ export interface HostSnapshot {
   readonly sysctls: Record<string, string>;
   /** Per family, table name → its iptables-save block (counters and comments stripped); null when the tool is missing. */
   readonly iptables: Record<Family, Record<string, string> | null>;
-  /** "mountpoint fstype source propagation" per mount, in mountinfo order. */
+  /** "mountpoint fstype propagation" per mount, in mountinfo order. */
   readonly mounts: string[];
   /** Existing cgroup dirs named in watchedCgroups, in any hierarchy. */
   readonly cgroups: string[];
@@ -91,23 +92,16 @@ function readIptables(family: Family): Record<string, string> | null {
   }
 }
 
-/** Mount points from /proc/self/mountinfo with their fs type, source and propagation (shared/master/private). */
+/** Mount points from /proc/self/mountinfo with their fs type and propagation (shared/slave/private). */
 export function parseMountinfo(text: string): string[] {
-  const out: string[] = [];
-  for (const line of text.split('\n')) {
-    if (line === '') continue;
-    const [left, right] = line.split(' - ');
-    const f = (left ?? '').split(' ');
-    const [fstype, source] = (right ?? '').split(' ');
-    const optional = f.slice(6);
-    const prop = optional.some((o) => o.startsWith('shared:')) ? 'shared' : optional.some((o) => o.startsWith('master:')) ? 'slave' : 'private';
-    out.push(`${unescapeMount(f[4] ?? '')} ${fstype ?? ''} ${source ?? ''} ${prop}`);
-  }
-  return out;
+  return parseMountPropagation(text).map((m) => {
+    const prop = m.tags.some((t) => t.startsWith('shared:')) ? 'shared' : m.tags.some((t) => t.startsWith('master:')) ? 'slave' : 'private';
+    return `${m.mountPoint} ${m.fsType} ${prop}`;
+  });
 }
 
-const unescapeMount = (p: string): string => p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-export const mountPointOf = (entry: string): string => entry.slice(0, entry.indexOf(' '));
+/** The mount point of a parseMountinfo() entry (it may contain spaces; fs type and propagation do not). */
+export const mountPointOf = (entry: string): string => entry.split(' ').slice(0, -2).join(' ');
 
 function readMounts(): string[] {
   return parseMountinfo(readFileSync('/proc/self/mountinfo', 'utf8'));
