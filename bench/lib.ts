@@ -318,8 +318,18 @@ export interface Bench {
   readonly cpStartStats: ControlPlaneStats;
   /** Writes the ConfigMap (kubelet swap) with labelsForPV = the own label plus `extraLabels`. */
   writeConfig(extraLabels?: Record<string, string>): Promise<void>;
-  /** Starts the daemon (node src/main.ts) as the restricted identity. */
-  startDaemon(opts: { tag: string; args?: readonly string[]; env?: Record<string, string> }): Promise<Daemon>;
+  /**
+   * Starts the daemon (node src/main.ts, or `script` with `nodeArgs`) as the restricted identity, with
+   * --discovery-period=1s unless `args` sets one, at debug level unless `logLevel` says otherwise.
+   */
+  startDaemon(opts: {
+    tag: string;
+    args?: readonly string[];
+    env?: Record<string, string>;
+    script?: string;
+    nodeArgs?: readonly string[];
+    logLevel?: string | null;
+  }): Promise<Daemon>;
   /** Registers a cleanup (run in reverse order at the end, on error and on signals). */
   defer(fn: () => void | Promise<void>): void;
   /**
@@ -466,7 +476,8 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
       async startDaemon(o) {
         const port = await freePort();
         const logFile = h.path(`daemon-${++n}-${o.tag}.log`);
-        const args = ['--discovery-period=1s', ...(o.args ?? [])];
+        const own = o.args ?? [];
+        const args = own.some((a) => a.startsWith('--discovery-period')) ? [...own] : ['--discovery-period=1s', ...own];
         const spawnedAt = Date.now();
         const proc = startProvisioner({
           configDir,
@@ -476,6 +487,9 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
           logFile,
           args,
           ...(o.env ? { env: o.env } : {}),
+          ...(o.script !== undefined ? { script: o.script } : {}),
+          ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+          ...(o.logLevel !== undefined ? { logLevel: o.logLevel } : {}),
         });
         const pid = proc.child.pid ?? 0;
         const d: Daemon = {
@@ -504,9 +518,9 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
   }
 }
 
-/** Mounts `n` tmpfs volumes (size=1m) under b.mountDir; returns their names. */
-export function mountVolumes(b: Bench, n: number): string[] {
-  const names = Array.from({ length: n }, (_, i) => `vol${String(i).padStart(4, '0')}`);
+/** Mounts `n` tmpfs volumes (size=1m) under b.mountDir, numbered from `from`; returns their names. */
+export function mountVolumes(b: Bench, n: number, from = 0): string[] {
+  const names = Array.from({ length: n }, (_, i) => `vol${String(from + i).padStart(4, '0')}`);
   b.mountTmpfs(names.map((x) => join(b.mountDir, x)), 1);
   return names;
 }

@@ -1,0 +1,41 @@
+// `npm run build` (after `tsc --noEmit`): bundles the two entry points with
+// esbuild into dist/ (issue 12). Loading @kubernetes/client-node file by file
+// (some 2,000 modules) cost ~0.6 s of CPU and ~40 MiB of RSS at every start; one
+// tree-shaken, whitespace-minified bundle loads in a third of that. Layout:
+//   dist/main.js               local-volume-provisioner
+//   dist/node-cleanup/main.js  local-volume-node-cleanup
+//   dist/chunk-<hash>.js       code both share (version.ts lives here, next to
+//                              main.js, so '../package.json' still resolves)
+// plus linked source maps (*.js.map, no sources inlined): free unless the process
+// runs with --enable-source-maps (e.g. NODE_OPTIONS=--enable-source-maps), which
+// then maps stack traces back to src/*.ts.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+
+const root = join(import.meta.dirname, '..');
+const outdir = process.argv[2] ?? join(root, 'dist');
+
+rmSync(outdir, { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { main: 'src/main.ts', 'node-cleanup/main': 'src/node-cleanup/main.ts' },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node24',
+  // Some CommonJS dependencies call require() at run time (optional modules in try/catch).
+  banner: { js: "import { createRequire as __lspCreateRequire } from 'node:module'; const require = __lspCreateRequire(import.meta.url);" },
+  minifyWhitespace: true,
+  minifySyntax: true,
+  sourcemap: 'linked',
+  sourcesContent: false,
+  logLevel: 'warning',
+  metafile: true,
+});
+const bytes = Object.entries(result.metafile.outputs)
+  .filter(([f]) => f.endsWith('.js'))
+  .reduce((n, [, o]) => n + o.bytes, 0);
+console.error(`bundled into ${outdir}: ${(bytes / 1024 / 1024).toFixed(1)} MiB of JavaScript`);
