@@ -24,12 +24,15 @@ import {
   deleteOwnPVs,
   kibToMib,
   log,
+  mib,
   mountVolumes,
   printSection,
+  procStatusKiB,
   PVWatch,
   repoRoot,
   secs,
   sleep,
+  sumOf,
   table,
   waitControllerStarted,
   withBench,
@@ -79,6 +82,30 @@ export function daemonSetArgs(): string[] {
   return (c?.args ?? []).filter((a) => !a.startsWith('--listen-address'));
 }
 
+/** Where the memory is, after the idle minute: /proc/<pid>/status and the daemon's own /metrics. */
+export interface MemBreakdown {
+  /** RssFile: file-backed pages (mostly the node binary), KiB. */
+  readonly rssFileKiB: number;
+  /** RssAnon: anonymous pages (V8 heap, malloc, stacks), KiB. */
+  readonly rssAnonKiB: number;
+  readonly heapUsedBytes: number;
+  readonly heapTotalBytes: number;
+  readonly externalBytes: number;
+}
+
+async function memBreakdown(d: Daemon): Promise<MemBreakdown | undefined> {
+  const s = procStatusKiB(d.pid, ['RssFile', 'RssAnon']);
+  if (s === undefined) return undefined;
+  const m = await d.metrics();
+  return {
+    rssFileKiB: s.RssFile,
+    rssAnonKiB: s.RssAnon,
+    heapUsedBytes: sumOf(m, 'nodejs_heap_size_used_bytes'),
+    heapTotalBytes: sumOf(m, 'nodejs_heap_size_total_bytes'),
+    externalBytes: sumOf(m, 'nodejs_external_memory_bytes'),
+  };
+}
+
 export interface FootprintRun {
   readonly volumes: number;
   readonly firstPvMs: number;
@@ -89,6 +116,7 @@ export interface FootprintRun {
   readonly idleWindowS: number;
   readonly idleCpuSPerMin: number;
   readonly afterIdle: ProcMem | undefined;
+  readonly breakdown: MemBreakdown | undefined;
   readonly sigtermExitMs: number;
   readonly exitCode: number | null;
   readonly load: string;
@@ -150,6 +178,7 @@ export async function footprintRun(b: Bench, volumes: number, idleS: number): Pr
     const idleCpu = cpuSeconds(d.pid) - c0;
     const idleWindowS = (performance.now() - i0) / 1000;
     const afterIdle = d.mem();
+    const breakdown = await memBreakdown(d); // after the idle CPU window: the scrape costs CPU
     const stop = await sigterm(d);
     log(`footprint: idle ${idleCpu.toFixed(2)} s CPU in ${idleWindowS.toFixed(1)} s; SIGTERM -> exit ${stop.ms.toFixed(0)} ms`);
     return {
@@ -161,6 +190,7 @@ export async function footprintRun(b: Bench, volumes: number, idleS: number): Pr
       idleWindowS,
       idleCpuSPerMin: (idleCpu / idleWindowS) * 60,
       afterIdle,
+      breakdown,
       sigtermExitMs: stop.ms,
       exitCode: stop.code,
       load: `${load0} -> ${loadavg()}`,
@@ -204,6 +234,10 @@ export function footprintMarkdown(runs: readonly FootprintRun[], starts: readonl
     row('VmHWM after the creates (MiB)', (g) => ref(g.hwmMiB, ''), (r) => kibToMib(r.after?.hwmKiB)),
     row('idle CPU (s/min, 10 s discovery period)', (g) => ref(g.idleCpuSPerMin, ''), (r) => f2(r.idleCpuSPerMin)),
     row('VmRSS after the idle minute (MiB)', () => 'not measured', (r) => kibToMib(r.afterIdle?.rssKiB)),
+    row('  of which file-backed, RssFile (MiB)', () => 'not measured', (r) => kibToMib(r.breakdown?.rssFileKiB)),
+    row('  of which anonymous, RssAnon (MiB)', () => 'not measured', (r) => kibToMib(r.breakdown?.rssAnonKiB)),
+    row('  V8 heap used / total (MiB)', () => 'n/a', (r) => (r.breakdown ? `${mib(r.breakdown.heapUsedBytes)} / ${mib(r.breakdown.heapTotalBytes)}` : 'n/a')),
+    row('  external memory (MiB)', () => 'n/a', (r) => (r.breakdown ? mib(r.breakdown.externalBytes) : 'n/a')),
     row('SIGTERM -> exit (ms)', () => 'not measured', (r) => `${r.sigtermExitMs.toFixed(0)} (exit ${String(r.exitCode)})`),
     row('load average (1/5/15 min), start -> end', () => '', (r) => r.load),
   ];

@@ -78,8 +78,8 @@ export interface ProcMem {
   readonly hwmKiB: number;
 }
 
-/** /proc/<pid>/status VmRSS and VmHWM; undefined when the process is gone. */
-export function procMem(pid: number): ProcMem | undefined {
+/** Fields of /proc/<pid>/status given in kB (VmRSS, RssAnon, ...), in KiB; undefined when the process is gone. */
+export function procStatusKiB<F extends string>(pid: number, fields: readonly F[]): Record<F, number> | undefined {
   let status: string;
   try {
     status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -87,7 +87,13 @@ export function procMem(pid: number): ProcMem | undefined {
     return undefined;
   }
   const field = (f: string): number => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssKiB: field('VmRSS'), hwmKiB: field('VmHWM') };
+  return Object.fromEntries(fields.map((f) => [f, field(f)])) as Record<F, number>;
+}
+
+/** /proc/<pid>/status VmRSS and VmHWM; undefined when the process is gone. */
+export function procMem(pid: number): ProcMem | undefined {
+  const s = procStatusKiB(pid, ['VmRSS', 'VmHWM']);
+  return s && { rssKiB: s.VmRSS, hwmKiB: s.VmHWM };
 }
 
 export interface Sample {
