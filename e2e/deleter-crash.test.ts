@@ -16,9 +16,8 @@ import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
-import { createNode } from './harness/node-agent.ts';
 import {
-  createImmediateClass,
+  createDeleterCluster,
   keepLogs,
   deviceSize,
   killGroups,
@@ -59,9 +58,9 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL or SIGTERM in the mid
   const ns = uniqueName('delc-ns');
   const marker = uniqueName('lspdelc');
   const cls = { blk: uniqueName('delc-blk'), fs: uniqueName('delc-fs') };
-  const runLog = host.path('slow-runs.log');
-  const gate = host.path('gate');
-  const stateArgs = [`--state-dir=${host.path('state')}`];
+  let runLog = '';
+  let gate = '';
+  let stateArgs: string[] = [];
   let victimDev = '';
   let keepDev = '';
   let fsDir = '';
@@ -77,9 +76,10 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL or SIGTERM in the mid
   const pvName = (entry: string, className: string): string => generatePVName(entry, node, className);
 
   beforeAll(async () => {
-    await createNode(core, node);
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-    for (const c of Object.values(cls)) await createImmediateClass(storage, c);
+    runLog = host.path('slow-runs.log');
+    gate = host.path('gate');
+    stateArgs = [`--state-dir=${host.path('state')}`];
+    await createDeleterCluster(core, storage, { node, ns, classes: Object.values(cls) });
     host.mkdir('blk');
     victimDev = host.loopDevice(8, 'victim');
     host.symlink(victimDev, 'blk', 'victim');
@@ -121,11 +121,7 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL or SIGTERM in the mid
     watch?.stop();
     for (const d of daemons) await d.stop();
     killGroups(pgrep(marker)); // only our own marked cleaners, should any be left
-    try {
-      await core.deleteNamespace({ name: ns });
-    } catch {
-      /* best effort */
-    }
+    await core.deleteNamespace({ name: ns }).catch(() => undefined); // best effort
     keepLogs(host, node, ['provisioner-1.log', 'provisioner-2.log', 'provisioner-3.log', 'slow-runs.log']);
     host.cleanup();
   });

@@ -4,8 +4,8 @@
 // Metrics are never re-registered across controller restarts (hot reload).
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { parseQuantity } from '../volume/capacity.ts';
-import { VERSION } from '../version.ts';
+import { parseQuantity } from '../util/quantity.ts';
+import { VERSION } from '../util/version.ts';
 
 export const METRIC_PREFIX = 'local_volume_provisioner_';
 
