@@ -4,17 +4,38 @@
 // tree-shaken, whitespace-minified bundle loads in a third of that. Layout:
 //   dist/main.js               local-volume-provisioner
 //   dist/node-cleanup/main.js  local-volume-node-cleanup
-//   dist/chunk-<hash>.js       code both share (version.ts lives here, next to
-//                              main.js, so '../package.json' still resolves)
+//   dist/chunk-<hash>.js       code both share
+// The version is read from package.json at build time (src/util/version.ts reads it
+// relative to its own file, which a bundle does not keep): see bakeVersion below.
 // plus linked source maps (*.js.map, no sources inlined): free unless the process
 // runs with --enable-source-maps (e.g. NODE_OPTIONS=--enable-source-maps), which
 // then maps stack traces back to src/*.ts.
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { build } from 'esbuild';
+import { readFileSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+import { readPackageVersion } from '../src/util/version.ts';
 
 const root = join(import.meta.dirname, '..');
 const outdir = process.argv[2] ?? join(root, 'dist');
+
+/**
+ * Replaces `readPackageVersion(new URL('<relative path>', import.meta.url))` in src/util/version.ts by the
+ * version it reads now: the relative path is right for src/ and for a file-by-file build, not for a
+ * bundle chunk. Fails the build when that call is no longer there.
+ */
+const bakeVersion: Plugin = {
+  name: 'bake-version',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/]util[\\/]version\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      const call = /readPackageVersion\(new URL\('([^']+)', import\.meta\.url\)\)/;
+      const rel = call.exec(text)?.[1];
+      if (rel === undefined) throw new Error(`${args.path}: no readPackageVersion(new URL('...', import.meta.url)) to bake the version into`);
+      const version = readPackageVersion(resolve(dirname(args.path), rel));
+      return { contents: text.replace(call, JSON.stringify(version)), loader: 'ts' };
+    });
+  },
+};
 
 rmSync(outdir, { recursive: true, force: true });
 const result = await build({
@@ -34,6 +55,7 @@ const result = await build({
   sourcesContent: false,
   logLevel: 'warning',
   metafile: true,
+  plugins: [bakeVersion],
 });
 const bytes = Object.entries(result.metafile.outputs)
   .filter(([f]) => f.endsWith('.js'))
