@@ -65,6 +65,7 @@ export async function runDaemon(name: string, logger: Logger, start: () => Promi
     stop = await start();
   } catch (e) {
     logger.fatal({ err: e }, (e as Error).message);
+    logger.flush();
     process.stderr.write(`${name}: ${(e as Error).message}\n`);
     return 1;
   }

@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { createLogger, formatTextLine, resolveLogFormat } from '../../src/util/log.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BatchedWriter, createLogger, formatTextLine, resolveLogFormat } from '../../src/util/log.ts';
 import { useTempDir } from '../support/tmp.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
@@ -66,5 +66,151 @@ describe('the daemon keeps stdout for requested output', () => {
     const errLines = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(errLines.some((l) => l['level'] === 'warn' && String(l['msg']).includes('working offline'))).toBe(true);
     expect(r.stderr).toContain('configuration warning: useNodeNameOnIy: unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"?');
+  });
+});
+
+describe('BatchedWriter', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function recorder(): { chunks: string[]; writeSync: (fd: number, buf: Buffer) => number } {
+    const chunks: string[] = [];
+    return {
+      chunks,
+      writeSync: (_fd, buf) => {
+        chunks.push(buf.toString());
+        return buf.length;
+      },
+    };
+  }
+
+  it('writes the lines of a burst in one system call, after the delay', () => {
+    vi.useFakeTimers();
+    const r = recorder();
+    const w = new BatchedWriter(2, { delayMs: 100, writeSync: r.writeSync });
+    w.write('a\n');
+    w.write('b\n');
+    w.write('c\n');
+    expect(r.chunks).toEqual([]);
+    vi.advanceTimersByTime(100);
+    expect(r.chunks).toEqual(['a\nb\nc\n']);
+    w.write('d\n');
+    vi.advanceTimersByTime(100);
+    expect(r.chunks).toEqual(['a\nb\nc\n', 'd\n']);
+  });
+
+  it('writes at once past maxBytes, and what is pending on flush()', () => {
+    vi.useFakeTimers();
+    const r = recorder();
+    const w = new BatchedWriter(2, { maxBytes: 4, writeSync: r.writeSync });
+    w.write('ab\n');
+    expect(r.chunks).toEqual([]);
+    w.write('cd\n');
+    expect(r.chunks).toEqual(['ab\ncd\n']);
+    w.write('e\n');
+    w.flush();
+    expect(r.chunks).toEqual(['ab\ncd\n', 'e\n']);
+    w.flush();
+    expect(r.chunks).toHaveLength(2);
+  });
+
+  it('finishes partial writes, retries EAGAIN and drops a batch on other errors', () => {
+    const out: string[] = [];
+    let calls = 0;
+    const w = new BatchedWriter(2, {
+      writeSync: (_fd, buf) => {
+        calls++;
+        if (calls === 2) throw Object.assign(new Error('again'), { code: 'EAGAIN' });
+        if (buf.toString().startsWith('bad')) throw Object.assign(new Error('bad fd'), { code: 'EBADF' });
+        out.push(buf.subarray(0, 2).toString());
+        return Math.min(2, buf.length);
+      },
+    });
+    w.write('hello\n');
+    w.flush();
+    expect(out.join('')).toBe('hello\n');
+    w.write('bad\n');
+    expect(() => {
+      w.flush();
+    }).not.toThrow();
+    w.write('ok');
+    w.flush();
+    expect(out.join('')).toBe('hello\nok');
+  });
+});
+
+describe('the last lines before an exit are written', { timeout: 60_000 }, () => {
+  const tempDir = useTempDir('lsp-logexit-');
+  const log = join(repo, 'src', 'util', 'log.ts');
+  const daemon = join(repo, 'src', 'util', 'daemon.ts');
+
+  /** Runs a module in a child node; `onStdout` sees its stdout chunks (with the child). */
+  function run(code: string, onStdout?: (chunk: string, kill: (sig: NodeJS.Signals) => void) => void): Promise<{ code: number | null; stderr: string }> {
+    const file = join(tempDir(), 'child.ts');
+    writeFileSync(file, code);
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+      child.stdout.setEncoding('utf8').on('data', (d: string) => onStdout?.(d, (sig) => child.kill(sig)));
+      child.on('error', reject);
+      child.on('close', (c) => {
+        resolve({ code: c, stderr });
+      });
+    });
+  }
+
+  const msgs = (stderr: string): string[] =>
+    stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => String((JSON.parse(l) as Record<string, unknown>)['msg']));
+
+  it('on process.exit right after logging', async () => {
+    const r = await run(`import { createLogger } from ${JSON.stringify(log)};
+const l = createLogger({ format: 'json' });
+for (let i = 0; i < 3; i++) l.info('line ' + i);
+process.exit(3);
+`);
+    expect(r.code).toBe(3);
+    expect(msgs(r.stderr)).toEqual(['line 0', 'line 1', 'line 2']);
+  });
+
+  it('on SIGTERM: what start and stop logged, and the shutdown line', async () => {
+    const r = await run(
+      `import { createLogger } from ${JSON.stringify(log)};
+import { runDaemon } from ${JSON.stringify(daemon)};
+const l = createLogger({ format: 'json' });
+await runDaemon('t', l, async () => {
+  l.info('started');
+  const keep = setInterval(() => {}, 60_000);
+  return async () => { clearInterval(keep); l.info('stopped cleanly'); };
+});
+process.stdout.write('ready\\n');
+`,
+      (chunk, kill) => {
+        if (chunk.includes('ready')) kill('SIGTERM');
+      },
+    );
+    expect(r.code).toBe(0);
+    expect(msgs(r.stderr)).toEqual(['started', 'shutting down', 'stopped cleanly']);
+  });
+
+  it('on a fatal start error (before its plain stderr line) and on an uncaught exception', async () => {
+    const fatal = await run(`import { createLogger } from ${JSON.stringify(log)};
+import { runCli, runDaemon } from ${JSON.stringify(daemon)};
+const l = createLogger({ format: 'json' });
+runCli('t', () => runDaemon('t', l, async () => { l.info('starting'); throw new Error('no config'); }));
+`);
+    expect(fatal.code).toBe(1);
+    expect(msgs(fatal.stderr)).toEqual(['starting', 'no config']);
+    expect(fatal.stderr.trimEnd().split('\n').at(-1)).toBe('t: no config');
+
+    const crash = await run(`import { createLogger } from ${JSON.stringify(log)};
+const l = createLogger({ format: 'json' });
+l.warn('about to crash');
+setImmediate(() => { throw new Error('boom'); });
+`);
+    expect(crash.code).toBe(1);
+    expect(msgs(crash.stderr)).toEqual(['about to crash']);
+    expect(crash.stderr).toContain('Error: boom');
   });
 });
