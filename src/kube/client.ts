@@ -30,7 +30,7 @@ import {
   type DeleteOptions,
   type KubePort,
   type KubeStatus,
-  type ListOptions,
+  type ListPageOptions,
   type ListResult,
   type ResourceKind,
   type ResourceTypes,
@@ -270,8 +270,8 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
     }
   }
 
-  function listCall(kind: ResourceKind, o: ListOptions): Promise<HttpInfo<AnyList>> {
-    const q = { labelSelector: o.labelSelector, fieldSelector: o.fieldSelector };
+  function listCall(kind: ResourceKind, o: ListPageOptions): Promise<HttpInfo<AnyList>> {
+    const q = { labelSelector: o.labelSelector, fieldSelector: o.fieldSelector, limit: o.limit, _continue: o.continue };
     const ns = o.namespace;
     const c = callOpts();
     switch (kind) {
@@ -297,9 +297,10 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
   const client: KubeClient = {
     stats: () => ({ requests, byRequest: { ...byRequest } }),
 
-    async list<K extends ResourceKind>(kind: K, o: ListOptions): Promise<ListResult<ResourceTypes[K]>> {
+    async list<K extends ResourceKind>(kind: K, o: ListPageOptions): Promise<ListResult<ResourceTypes[K]>> {
       const res = await call('list', kind, () => listCall(kind, o));
-      return { items: res.items as Array<ResourceTypes[K]>, resourceVersion: res.metadata?.resourceVersion ?? '' };
+      const next = res.metadata?._continue;
+      return { items: res.items as Array<ResourceTypes[K]>, resourceVersion: res.metadata?.resourceVersion ?? '', ...(next ? { continue: next } : {}) };
     },
 
     async watch<K extends ResourceKind>(

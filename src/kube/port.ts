@@ -32,9 +32,19 @@ export interface ListOptions {
   readonly fieldSelector?: string | undefined;
 }
 
+/** A list request that may be paginated (watch requests take ListOptions only). */
+export interface ListPageOptions extends ListOptions {
+  /** At most this many items; the result's `continue` then fetches the next page. */
+  readonly limit?: number | undefined;
+  /** The `continue` token of the previous page (410 Expired once the server compacted past it). */
+  readonly continue?: string | undefined;
+}
+
 export interface ListResult<T> {
   readonly items: T[];
   readonly resourceVersion: string;
+  /** Set when more items follow (a list with `limit`). */
+  readonly continue?: string | undefined;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
@@ -88,7 +98,7 @@ export interface DeleteOptions {
 }
 
 export interface KubePort {
-  list<K extends ResourceKind>(kind: K, opts: ListOptions): Promise<ListResult<ResourceTypes[K]>>;
+  list<K extends ResourceKind>(kind: K, opts: ListPageOptions): Promise<ListResult<ResourceTypes[K]>>;
   /**
    * Streams watch events to `onEvent` until the server ends the watch (resolves),
    * the signal aborts (resolves), or an error happens (rejects with KubeError).

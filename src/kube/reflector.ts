@@ -34,9 +34,20 @@ export interface InformerOptions<T> {
    * (the informer retries either way). Lets the owner report e.g. a 403 at once.
    */
   readonly onList?: ((err: unknown) => void) | undefined;
+  /** Objects per list request (default LIST_PAGE_SIZE); the pages are followed with continue tokens. */
+  readonly listPageSize?: number | undefined;
   /** Random source for jitter (tests). */
   readonly random?: (() => number) | undefined;
 }
+
+/**
+ * Objects per list request. One unpaginated list of a big cluster's PVs (10,000 of
+ * other nodes) was the daemon's memory peak: the whole response, parsed, at once.
+ */
+export const LIST_PAGE_SIZE = 500;
+
+/** A continue token that expires (410) restarts the list from its first page this many times, then the list fails (and is retried with backoff). */
+const EXPIRED_LIST_RESTARTS = 3;
 
 export const DEFAULT_INFORMER_BACKOFF: BackoffOptions = { initialMs: 1000, maxMs: 30_000, factor: 2, jitter: 0.2 };
 
@@ -203,20 +214,42 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
   }
 
   /**
-   * Lists and replaces the store; false when stopped. A method of its own so the
-   * list response dies with this frame: kept in #run's suspended frame it would
-   * stay in memory for as long as the watch runs (all of it, filtered-out objects too).
+   * Lists (page by page) and replaces the store; false when stopped. A method of its
+   * own so the pages die with this frame: kept in #run's suspended frame they would
+   * stay in memory for as long as the watch runs. Each page is reduced to the objects
+   * that are kept before the next one is fetched.
    */
   async #listAndReplace(): Promise<boolean> {
-    const res = await this.#untilStopped(
-      this.#port.list(this.#kind, {
-        namespace: this.#opts.namespace,
-        labelSelector: this.#opts.labelSelector,
-        fieldSelector: this.#opts.fieldSelector,
-      }),
-    );
-    if (res === STOPPED) return false;
-    this.#replace(res.items, res.resourceVersion);
+    const next = new Map<string, ResourceTypes[K]>();
+    let resourceVersion: string;
+    let token: string | undefined;
+    let restarts = 0;
+    for (;;) {
+      let page;
+      try {
+        page = await this.#untilStopped(
+          this.#port.list(this.#kind, {
+            namespace: this.#opts.namespace,
+            labelSelector: this.#opts.labelSelector,
+            fieldSelector: this.#opts.fieldSelector,
+            limit: this.#opts.listPageSize ?? LIST_PAGE_SIZE,
+            continue: token,
+          }),
+        );
+      } catch (e) {
+        if (token === undefined || !isGone(e) || ++restarts > EXPIRED_LIST_RESTARTS) throw e;
+        this.#log.info({ resource: this.#kind, restarts }, `the ${this.#kind} list's continue token expired; listing again from the first page`);
+        next.clear();
+        token = undefined;
+        continue;
+      }
+      if (page === STOPPED) return false;
+      this.#keep(page.items, next);
+      resourceVersion = page.resourceVersion;
+      token = page.continue;
+      if (token === undefined) break;
+    }
+    this.#replace(next, resourceVersion);
     return true;
   }
 
@@ -329,16 +362,19 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
   }
 
   /** Replaces the store with a fresh list and emits the differences. */
-  #replace(items: Array<ResourceTypes[K]>, resourceVersion: string): void {
-    const next = new Map<string, ResourceTypes[K]>();
+  /** Adds the listed objects that pass the filter (transformed) to `into`. */
+  #keep(items: Array<ResourceTypes[K]>, into: Map<string, ResourceTypes[K]>): void {
     for (const item of items) {
       try {
         const obj = this.#prepare(item);
-        if (this.#passes(obj)) next.set(objectKey(obj), obj);
+        if (this.#passes(obj)) into.set(objectKey(obj), obj);
       } catch (e) {
         this.#log.error({ err: e, resource: this.#kind }, 'failed to process a listed object');
       }
     }
+  }
+
+  #replace(next: Map<string, ResourceTypes[K]>, resourceVersion: string): void {
     const old = new Map(this.#store);
     this.#store.clear();
     for (const [k, v] of next) this.#store.set(k, v);

@@ -130,7 +130,11 @@ describe('createKubeClient against a local API server', () => {
           line({ type: 'ERROR', object: status(410, 'Expired', 'too old resource version') });
           res.end();
         } else if (req.method === 'GET' && p === '/api/v1/persistentvolumes')
-          json(200, { kind: 'PersistentVolumeList', metadata: { resourceVersion: '42' }, items: [{ metadata: { name: 'a' } }] });
+          json(200, {
+            kind: 'PersistentVolumeList',
+            metadata: { resourceVersion: '42', ...(url.includes('limit=') ? { continue: 'next-page' } : {}) },
+            items: [{ metadata: { name: 'a' } }],
+          });
         else if (req.method === 'GET' && p === '/api/v1/nodes' && url.includes('watch=true')) {
           if (url.includes('hang')) res.writeHead(200, { 'content-type': 'application/json' }).write('');
           else json(403, status(403, 'Forbidden', 'nodes is forbidden'));
@@ -174,6 +178,14 @@ describe('createKubeClient against a local API server', () => {
     expect(res.resourceVersion).toBe('42');
     expect(res.items.map((p) => p.metadata?.name)).toEqual(['a']);
     expect(seen.at(-1)?.url).toContain('labelSelector=a%3Db');
+    expect(res.continue).toBeUndefined();
+  });
+
+  it('lists a page: limit and continue go out, the next continue token comes back', async () => {
+    const res = await client.list('persistentvolumes', { limit: 500, continue: 'tok/1' });
+    expect(seen.at(-1)?.url).toMatch(/[?&]limit=500(&|$)/);
+    expect(seen.at(-1)?.url).toMatch(/[?&]continue=tok%2F1(&|$)/);
+    expect(res.continue).toBe('next-page');
   });
 
   it('delete sends the uid precondition', async () => {

@@ -275,6 +275,104 @@ describe('informer recovery', () => {
   });
 });
 
+describe('informer paginated list', () => {
+  /** Records the limit and continue token of every list request. */
+  const spyPages = (): Array<{ limit: number | undefined; continue: string | undefined }> => {
+    const pages: Array<{ limit: number | undefined; continue: string | undefined }> = [];
+    const list = fake.list.bind(fake);
+    vi.spyOn(fake, 'list').mockImplementation((kind, o) => {
+      pages.push({ limit: o.limit, continue: o.continue });
+      return list(kind, o);
+    });
+    return pages;
+  };
+
+  it('lists page by page with continue tokens, 500 per page by default, and stores every page', async () => {
+    for (const n of ['a', 'b', 'c', 'd', 'e']) fake.put('persistentvolumes', pv(n));
+    const pages = spyPages();
+    const inf = make({ listPageSize: 2 });
+    const log = recordEvents(inf);
+    inf.start();
+    await inf.waitForSync();
+    expect(pages.map((p) => p.limit)).toEqual([2, 2, 2]);
+    expect(pages[0]?.continue).toBeUndefined();
+    expect(pages[1]?.continue).toBeDefined();
+    expect(log).toEqual(['add:a', 'add:b', 'add:c', 'add:d', 'add:e']);
+    // The watch starts from the list's version: a change made now arrives.
+    await settle();
+    await fake.createPersistentVolume(pv('f'));
+    expect(log.at(-1)).toBe('add:f');
+
+    const def = make();
+    def.start();
+    await def.waitForSync();
+    expect(pages.at(-1)).toEqual({ limit: 500, continue: undefined });
+  });
+
+  it('filters each page: only kept objects are stored', async () => {
+    for (const n of ['a1', 'b2', 'c1', 'd2']) fake.put('persistentvolumes', pv(n));
+    const inf = make({ listPageSize: 1, filter: (p) => p.metadata?.name?.endsWith('1') === true });
+    inf.start();
+    await inf.waitForSync();
+    expect(inf.list().map((p) => p.metadata?.name)).toEqual(['a1', 'c1']);
+    expect(fake.count('list')).toBe(4);
+  });
+
+  it('an expired continue token (410) lists again from the first page, without a backoff', async () => {
+    for (const n of ['a', 'b', 'c']) fake.put('persistentvolumes', pv(n));
+    const list = fake.list.bind(fake);
+    const pages: Array<string | undefined> = [];
+    let first = true;
+    vi.spyOn(fake, 'list').mockImplementation(async (kind, o) => {
+      pages.push(o.continue);
+      const res = await list(kind, o);
+      if (first) {
+        // Between the first and the second page: a change, and etcd compacts past the token.
+        first = false;
+        fake.remove('persistentvolumes', 'b');
+        fake.put('persistentvolumes', pv('d'));
+        fake.compact();
+      }
+      return res;
+    });
+    const inf = make({ listPageSize: 2 });
+    const log = recordEvents(inf);
+    inf.start();
+    await inf.waitForSync();
+    // page 1 (a, b), page 2 -> 410, then from the start: page 1 (a, c), page 2 (d)
+    expect(pages.map((c) => c === undefined)).toEqual([true, false, true, false]);
+    expect(log).toEqual(['add:a', 'add:c', 'add:d']);
+    expect(inf.get('b')).toBeUndefined();
+  });
+
+  it('a continue token that keeps expiring fails the list, which is retried with backoff', async () => {
+    for (const n of ['a', 'b', 'c']) fake.put('persistentvolumes', pv(n));
+    const list = fake.list.bind(fake);
+    let expiring = true;
+    vi.spyOn(fake, 'list').mockImplementation(async (kind, o) => {
+      const res = await list(kind, o);
+      if (expiring) {
+        // Something else changes (the version moves on) and etcd compacts past the token.
+        fake.put('storageclasses', { metadata: { name: `sc-${fake.count('list')}` }, provisioner: 'x' });
+        fake.compact();
+      }
+      return res;
+    });
+    const errors: unknown[] = [];
+    const inf = make({ listPageSize: 2, onList: (e) => errors.push(e) });
+    inf.start();
+    await settle();
+    expect(inf.hasSynced()).toBe(false);
+    expect(fake.count('list')).toBe(8); // 4 first pages, 4 expired continues
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(KubeError);
+    expiring = false;
+    await settle(1000);
+    expect(inf.hasSynced()).toBe(true);
+    expect(inf.list()).toHaveLength(3);
+  });
+});
+
 describe('informer robustness', () => {
   it('a throwing handler is logged; other handlers and the informer keep working', async () => {
     fake.put('persistentvolumes', pv('a'));

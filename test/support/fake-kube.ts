@@ -9,6 +9,7 @@ import {
   type DeleteOptions,
   type KubePort,
   type ListOptions,
+  type ListPageOptions,
   type ListResult,
   type ResourceKind,
   type ResourceTypes,
@@ -195,11 +196,31 @@ export class FakeKube implements KubePort {
 
   // ---------- KubePort ----------
 
-  list<K extends ResourceKind>(kind: K, opts: ListOptions): Promise<ListResult<ResourceTypes[K]>> {
-    return this.#call('list', kind, opts.namespace, undefined, () => ({
-      items: [...this.#store(kind).values()].filter((o) => this.#matches(o, opts)).map((o) => typed<ResourceTypes[K]>(clone(o))),
-      resourceVersion: this.resourceVersion,
-    }));
+  /**
+   * Lists in key order; with `limit`, a page and a continue token ("<list rv>/<last key>")
+   * that answers 410 Expired once compact() passed its resourceVersion.
+   */
+  list<K extends ResourceKind>(kind: K, opts: ListPageOptions): Promise<ListResult<ResourceTypes[K]>> {
+    return this.#call('list', kind, opts.namespace, undefined, () => {
+      let listRv = this.resourceVersion;
+      let after = '';
+      if (opts.continue !== undefined) {
+        const slash = opts.continue.indexOf('/');
+        listRv = opts.continue.slice(0, slash);
+        after = opts.continue.slice(slash + 1);
+        if (Number(listRv) < this.#compactedRv) {
+          throw new KubeError(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
+        }
+      }
+      const all = [...this.#store(kind).entries()].filter(([k, o]) => k > after && this.#matches(o, opts)).sort(([a], [b]) => (a < b ? -1 : 1));
+      const page = opts.limit !== undefined && opts.limit > 0 ? all.slice(0, opts.limit) : all;
+      const last = page.at(-1)?.[0];
+      return {
+        items: page.map(([, o]) => typed<ResourceTypes[K]>(clone(o))),
+        resourceVersion: listRv,
+        ...(page.length < all.length && last !== undefined ? { continue: `${listRv}/${last}` } : {}),
+      };
+    });
   }
 
   async watch<K extends ResourceKind>(
