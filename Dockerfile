@@ -35,7 +35,6 @@ COPY --chmod=0755 deployment/scripts /scripts
 # no more CPU (docs/performance.md §6). Override with NODE_OPTIONS in the pod spec.
 # No --enable-source-maps: it parses the bundle's source map at every start (~1 s CPU, ~20 MiB);
 # set NODE_OPTIONS=--enable-source-maps in the pod to get src/*.ts positions in stack traces.
-# --no-opt: no TurboFan (Maglev still optimizes hot code): ~6 MiB less RSS, CPU of 500 creates unchanged (§6).
-ENV NODE_ENV=production NODE_OPTIONS="--max-semi-space-size=1 --no-opt"
+ENV NODE_ENV=production NODE_OPTIONS="--max-semi-space-size=1"
 # Cleanup Jobs set `command` (/scripts/*.sh or the block cleaner), which replaces this.
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/main.js"]
