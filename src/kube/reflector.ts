@@ -1,6 +1,6 @@
 // A list+watch cache of one resource kind (client-go's Reflector + Informer,
-// reduced to what the daemon needs). Unlike client-node's ListWatch it never
-// gives up: it relists on 410, backs off with jitter on errors and on watches
+// reduced to what the daemon needs). It lists in pages (limit/continue, like
+// client-go's pager). Unlike client-node's ListWatch it never gives up: it relists on 410, backs off with jitter on errors and on watches
 // that close too fast, restarts a watch that stalls (no event and no bookmark
 // for a while), and a throwing handler is logged and ignored.
 import { setTimeout as sleep } from 'node:timers/promises';
