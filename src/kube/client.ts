@@ -385,6 +385,11 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       );
     },
 
+    patchPersistentVolume: (name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> =>
+      call('patch', 'persistentvolumes', () =>
+        core.patchPersistentVolumeWithHttpInfo({ name, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch, callOpts())),
+      ),
+
     async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
       const body = deleteBody(d);
       await call('delete', 'persistentvolumeclaims', () =>

@@ -350,7 +350,8 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
     }
     if (!this.#synced) {
       this.#synced = true;
-      this.#log.debug({ resource: this.#kind, count: next.size }, 'informer synced');
+      const selector = this.#opts.labelSelector;
+      this.#log.debug({ resource: this.#kind, count: next.size, listed: items.length, ...(selector ? { selector } : {}) }, 'informer synced');
       for (const w of [...this.#syncWaiters]) w();
       this.#syncWaiters.clear();
     }
