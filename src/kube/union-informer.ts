@@ -1,14 +1,17 @@
 // One Informer over several informers of the same kind whose selectors split
 // the objects between them (e.g. PVs labelled for this node, and PVs without
 // that label). An object may move from one to another (a label added): the
-// source it leaves sends `delete`, the one it enters sends `add`, in either
-// order. The union hides the move: consumers see one `update`, never a delete
-// of an object that still exists. Reads go to the first informer holding the
-// key (earlier informers win).
+// part it leaves sends `delete` (with the object as it is now), the part it
+// enters sends `add`, in either order, on two independent watches. The union
+// hides the move: consumers see an `update`, never a delete of an object that
+// still exists. `route` says which part an object belongs in now (undefined:
+// none, it left the union's view); a delete whose object routes to another part
+// is a move. Reads go to the first part holding the key.
 import { objectKey, type Informer, type InformerHandlers } from './informer.ts';
 
-export function unionInformer<T extends { metadata?: { name?: string; namespace?: string } }>(parts: readonly Informer<T>[]): Informer<T> {
-  const holder = (key: string, except?: Informer<T>): Informer<T> | undefined => parts.find((p) => p !== except && p.get(key) !== undefined);
+type Obj = { metadata?: { name?: string; namespace?: string } };
+
+export function unionInformer<T extends Obj>(parts: readonly Informer<T>[], route: (obj: T) => number | undefined): Informer<T> {
   const get = (key: string): T | undefined => {
     for (const p of parts) {
       const o = p.get(key);
@@ -42,22 +45,32 @@ export function unionInformer<T extends { metadata?: { name?: string; namespace?
       await Promise.all(parts.map((p) => p.waitForSync(signal)));
     },
     on(h: InformerHandlers<T>): () => void {
-      // Handlers always get the copy reads return (get), so a stale copy in a later part never wins.
-      const offs = parts.map((p) =>
+      // Objects that left a part for another one that has not delivered them yet: the consumer still holds the old copy.
+      const moving = new Map<string, T>();
+      const offs = parts.map((p, i) =>
         p.on({
           add: (o) => {
             const key = objectKey(o);
-            const other = holder(key, p)?.get(key);
-            // Already held by another part: it moved in from there (or is in both for a moment).
-            if (other !== undefined) h.update?.(other, get(key) ?? o);
+            const before = moving.get(key) ?? parts.find((q) => q !== p && q.get(key) !== undefined)?.get(key);
+            moving.delete(key);
+            // Consumers always get the copy reads return (get), so a stale copy in another part never wins.
+            if (before !== undefined) h.update?.(before, get(key) ?? o);
             else h.add?.(o);
           },
           update: (a, b) => h.update?.(a, get(objectKey(b)) ?? b),
           delete: (o) => {
-            const other = get(objectKey(o));
-            // Still held by another part: it moved there; the consumer sees that copy.
-            if (other !== undefined) h.update?.(o, other);
-            else h.delete?.(o);
+            const key = objectKey(o);
+            const now = get(key);
+            if (now !== undefined) {
+              h.update?.(o, now); // it moved and the other part already has it
+              return;
+            }
+            const to = route(o);
+            if (to !== undefined && to !== i && to >= 0 && to < parts.length) {
+              moving.set(key, o); // it moved; the other part's add follows
+              return;
+            }
+            h.delete?.(o);
           },
         }),
       );

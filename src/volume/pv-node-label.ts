@@ -51,17 +51,29 @@ export interface NodePVInformerOptions {
  */
 export function createNodePVInformer(kube: KubePort, node: V1Node, o: NodePVInformerOptions): Informer<V1PersistentVolume> {
   const selection = nodePVSelection(node);
-  const make = (labelSelector: string | undefined): Informer<V1PersistentVolume> =>
+  const make = (labelSelector: string | undefined, transform: (pv: V1PersistentVolume) => V1PersistentVolume): Informer<V1PersistentVolume> =>
     createInformer(kube, 'persistentvolumes', {
       labelSelector,
       filter: selection.filter,
-      transform: (pv: V1PersistentVolume) => stripManagedFields(selection.transform(pv)),
+      transform,
       logger: o.logger,
       metrics: o.metrics,
     });
-  if (!o.nodeLabel) return make(undefined);
+  const strip = (pv: V1PersistentVolume): V1PersistentVolume => stripManagedFields(selection.transform(pv));
+  if (!o.nodeLabel) return make(undefined, strip);
   const name = node.metadata?.name ?? '';
-  return unionInformer([make(`${PV_NODE_LABEL}=${name}`), make(`!${PV_NODE_LABEL}`)]);
+  // Stubs keep the node label too, so a stub moving between the two informers is recognised as a move.
+  const keepLabel = (pv: V1PersistentVolume): V1PersistentVolume => {
+    const out = strip(pv);
+    const v = pv.metadata?.labels?.[PV_NODE_LABEL];
+    if (v === undefined || out.metadata?.labels?.[PV_NODE_LABEL] === v) return out;
+    return { ...out, metadata: { ...out.metadata, labels: { ...out.metadata?.labels, [PV_NODE_LABEL]: v } } };
+  };
+  const route = (pv: V1PersistentVolume): number | undefined => {
+    const v = pv.metadata?.labels?.[PV_NODE_LABEL];
+    return v === name ? 0 : v === undefined ? 1 : undefined;
+  };
+  return unionInformer([make(`${PV_NODE_LABEL}=${name}`, keepLabel), make(`!${PV_NODE_LABEL}`, keepLabel)], route);
 }
 
 /**
