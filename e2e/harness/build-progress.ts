@@ -69,9 +69,14 @@ export class BuildProgress {
   }
 }
 
+/** What a sink shows: one line for the current moment (BuildProgress, image.ts's StepProgress). */
+export interface Progress {
+  format(now: number): string;
+}
+
 export interface ProgressSink {
-  /** Called on every counted package, and when the total becomes known. */
-  update(p: BuildProgress): void;
+  /** Called on every counted package (or step), and when the total becomes known. */
+  update(p: Progress): void;
   /** Called once at the end (success or failure). */
   end(): void;
 }
@@ -89,7 +94,7 @@ export function progressSink(opts: {
   everyMs?: number;
 }): ProgressSink {
   const now = opts.now ?? (() => performance.now());
-  let last: BuildProgress | undefined;
+  let last: Progress | undefined;
   let shownAt = -Infinity;
   const show = (force: boolean): void => {
     const t = now();
