@@ -42,6 +42,6 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --chmod=0755 deployment/scripts /scripts
-ENV PATH="/sbin:/usr/sbin:${PATH}" NODE_ENV=production
+ENV NODE_ENV=production
 # Cleanup Jobs set `command` (/scripts/*.sh or the block cleaner), which replaces this.
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "--enable-source-maps", "/app/dist/main.js"]
