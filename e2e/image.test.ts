@@ -7,6 +7,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { Buildah, runTool, type OciImageConfig } from './harness/buildah.ts';
 import { ensureProvisionerImage, IMAGE_REPOSITORY, repoRoot, type ProvisionerImage } from './harness/image.ts';
 import { DEFAULT_BLOCK_CLEANER_COMMAND } from '../src/config/types.ts';
@@ -89,6 +90,17 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     expect((await run([...entry, '--version'])).trim()).toBe(`local-volume-provisioner ${pkg.version}`);
     expect(await run([...entry, '--help'])).toMatch(/^Usage: local-volume-provisioner \[flags\]/);
     expect((await run(['node', '/app/dist/node-cleanup/main.js', '--version'])).trim()).toBe(`local-volume-node-cleanup ${pkg.version}`);
+  });
+
+  it('the node-cleanup Deployment (kustomize component and Helm chart) runs its entry point under tini', async () => {
+    const manifest = parse(await readFile(join(repoRoot, 'deployment/kubernetes/components/node-cleanup/deployment.yaml'), 'utf8')) as {
+      spec: { template: { spec: { containers: { command: string[] }[] } } };
+    };
+    const command = manifest.spec.template.spec.containers[0]?.command ?? [];
+    expect(command.slice(0, 2)).toEqual(['/usr/bin/tini', '--']);
+    expect((await run([...command, '--version'])).trim()).toBe(`local-volume-node-cleanup ${pkg.version}`);
+    const chart = await readFile(join(repoRoot, 'helm/local-static-provisioner/templates/node-cleanup.yaml'), 'utf8');
+    expect(chart).toContain(`command: ${JSON.stringify(command).replaceAll(',', ', ')}`);
   });
 
   it('tini passes the exit code of its child through', async () => {

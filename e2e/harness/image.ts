@@ -10,7 +10,7 @@
 // covers the Dockerfile, .dockerignore, package.json, package-lock.json, tsconfig*.json, src/,
 // deployment/scripts/ and the base image's hash.
 import { createHash } from 'node:crypto';
-import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatElapsed, progressSink, type Progress } from './build-progress.ts';
@@ -88,6 +88,7 @@ export const archivePathFor = (hash: string, cacheDir: string = defaultCacheDir(
   join(imagesDir(cacheDir), 'provisioner', hash, 'provisioner.oci.tar');
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const touch = (p: string): Promise<void> => utimes(p, new Date(), new Date()).catch(() => undefined);
 
 /** Progress of a `buildah bud`: the step it is on ("[2/3] STEP 4/7: RUN npm ci ...") and the time spent. */
 export class StepProgress implements Progress {
@@ -102,10 +103,14 @@ export class StepProgress implements Progress {
 
   /** True when `line` is a STEP line (the shown step changed). */
   line(line: string): boolean {
-    const m = /^(\[\d+\/\d+\] )?STEP \d+\/\d+: /.exec(line);
-    if (!m) return false;
-    this.#step = line.length > 90 ? `${line.slice(0, 87)}...` : line;
+    if (!/^(\[\d+\/\d+\] )?STEP \d+\/\d+: /.test(line)) return false;
+    this.set(line);
     return true;
+  }
+
+  /** Shows `what` as the current step (cut at 90 characters). */
+  set(what: string): void {
+    this.#step = what.length > 90 ? `${what.slice(0, 87)}...` : what;
   }
 
   format(now: number): string {
@@ -176,7 +181,10 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
   const hash = await imageInputsHash(repoDir, baseHash);
   const ref = imageRefFor(hash);
   const archive = archivePathFor(hash, cacheDir);
-  if (await exists(archive)) return { archive, ref };
+  if (await exists(archive)) {
+    await touch(dirname(archive)); // in use: pruneArchives keeps the newest
+    return { archive, ref };
+  }
 
   const dir = imagesDir(cacheDir);
   await mkdir(dir, { recursive: true });
@@ -209,6 +217,8 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       });
       await mkdir(dirname(archive), { recursive: true });
       const tmp = `${archive}.tmp-${process.pid}`;
+      progress.set('writing the OCI archive');
+      sink.update(progress);
       try {
         await buildah.run(['push', ref, `oci-archive:${tmp}:${ref}`]);
         await rename(tmp, archive);
@@ -221,8 +231,25 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
     }
     log(`image: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${archive} (${ref})`);
     await pruneStorage(buildah, ref, baseHash, stepIds, log);
+    await pruneArchives(dirname(dirname(archive)), KEEP_ARCHIVES, log);
     return { archive, ref };
   });
+}
+
+/** Archives kept in images/provisioner/ (the newest): other checkouts on the machine may still use theirs. */
+export const KEEP_ARCHIVES = 3;
+
+/** Removes all but the `keep` newest archive directories under `dir` (images/provisioner). */
+export async function pruneArchives(dir: string, keep: number, log: (msg: string) => void): Promise<void> {
+  try {
+    const dirs = await Promise.all(
+      (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map(async (e) => ({ path: join(dir, e.name), mtime: (await stat(join(dir, e.name))).mtimeMs })),
+    );
+    dirs.sort((a, b) => b.mtime - a.mtime);
+    for (const d of dirs.slice(keep)) await rm(d.path, { recursive: true, force: true });
+  } catch (err) {
+    log(`image: could not prune old archives in ${dir}: ${(err as Error).message}`);
+  }
 }
 
 /**

@@ -1,0 +1,107 @@
+// The cache key, progress and archive pruning of the image build (e2e/harness/image.ts), on temp dirs:
+// no buildah is run here (e2e/image.test.ts builds the real image).
+import { chmod, mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, pruneArchives, StepProgress } from '../../e2e/harness/image.ts';
+
+const dirs: string[] = [];
+const tempDir = async (): Promise<string> => {
+  const d = await mkdtemp(join(tmpdir(), 'lsp-image-unit-'));
+  dirs.push(d);
+  return d;
+};
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+/** A repo with one file per image input (and one that is not an input). */
+async function fakeRepo(): Promise<string> {
+  const repo = await tempDir();
+  await writeFile(join(repo, 'Dockerfile'), 'FROM node:24-bookworm-slim\n');
+  await writeFile(join(repo, 'package.json'), '{"version":"1.0.0"}');
+  await writeFile(join(repo, 'package-lock.json'), '{}');
+  await writeFile(join(repo, 'tsconfig.json'), '{}');
+  await writeFile(join(repo, 'tsconfig.build.json'), '{}');
+  await mkdir(join(repo, 'src', 'deleter'), { recursive: true });
+  await writeFile(join(repo, 'src', 'main.ts'), 'export {};\n');
+  await writeFile(join(repo, 'src', 'deleter', 'job.ts'), 'export {};\n');
+  await mkdir(join(repo, 'deployment', 'scripts'), { recursive: true });
+  await writeFile(join(repo, 'deployment', 'scripts', 'fsclean.sh'), '#!/bin/bash\n');
+  await writeFile(join(repo, 'README.md'), 'not an input\n');
+  return repo;
+}
+
+describe('image inputs hash', () => {
+  it('changes with the content, the name and the executable bit of an input, and with the base image', async () => {
+    const repo = await fakeRepo();
+    const h0 = await imageInputsHash(repo, 'base1');
+    expect(h0).toMatch(/^[0-9a-f]{32}$/);
+    expect(await imageInputsHash(repo, 'base1')).toBe(h0);
+    expect(await imageInputsHash(repo, 'base2')).not.toBe(h0);
+
+    await writeFile(join(repo, 'src', 'deleter', 'job.ts'), 'export const x = 1;\n');
+    const h1 = await imageInputsHash(repo, 'base1');
+    expect(h1).not.toBe(h0);
+    await chmod(join(repo, 'deployment', 'scripts', 'fsclean.sh'), 0o755);
+    const h2 = await imageInputsHash(repo, 'base1');
+    expect(h2).not.toBe(h1);
+    await writeFile(join(repo, 'deployment', 'scripts', 'shred.sh'), '');
+    const h3 = await imageInputsHash(repo, 'base1');
+    expect(h3).not.toBe(h2);
+    await writeFile(join(repo, '.dockerignore'), '*\n');
+    expect(await imageInputsHash(repo, 'base1')).not.toBe(h3);
+  });
+
+  it('ignores files the Dockerfile does not copy', async () => {
+    const repo = await fakeRepo();
+    const h0 = await imageInputsHash(repo, 'b');
+    await writeFile(join(repo, 'README.md'), 'changed\n');
+    await mkdir(join(repo, 'e2e'));
+    await writeFile(join(repo, 'e2e', 'x.test.ts'), '');
+    expect(await imageInputsHash(repo, 'b')).toBe(h0);
+    expect(IMAGE_INPUTS).toEqual(expect.arrayContaining(['Dockerfile', 'package-lock.json', 'src', 'deployment/scripts']));
+  });
+
+  it('names the archive and the reference after the hash', () => {
+    const h = '0123456789abcdef0123456789abcdef';
+    expect(imageRefFor(h)).toBe('docker.io/library/local-static-provisioner:0123456789ab');
+    expect(archivePathFor(h, '/c')).toBe(`/c/images/provisioner/${h}/provisioner.oci.tar`);
+  });
+});
+
+describe('image build progress', () => {
+  it('shows the STEP line buildah is on and the time spent', () => {
+    const p = new StepProgress('image', 0);
+    expect(p.format(5_000)).toBe('image: starting, 5s elapsed');
+    expect(p.line('Getting image source signatures')).toBe(false);
+    expect(p.line('[2/3] STEP 7/7: RUN npx tsc -p tsconfig.build.json')).toBe(true);
+    expect(p.format(125_000)).toBe('image: [2/3] STEP 7/7: RUN npx tsc -p tsconfig.build.json, 2m05s elapsed');
+    expect(p.line(`STEP 2/4: RUN ${'x'.repeat(200)}`)).toBe(true);
+    expect(p.format(0)).toMatch(/^image: STEP 2\/4: RUN x+\.\.\., 0s elapsed$/);
+    expect(p.format(0).length).toBeLessThan(120);
+  });
+});
+
+describe('pruneArchives', () => {
+  it('keeps the newest archive directories and removes the others', async () => {
+    const dir = await tempDir();
+    for (const [i, name] of ['a', 'b', 'c', 'd'].entries()) {
+      await mkdir(join(dir, name));
+      await writeFile(join(dir, name, 'provisioner.oci.tar'), '');
+      const t = new Date(Date.UTC(2026, 0, 1 + i));
+      await utimes(join(dir, name), t, t);
+    }
+    const logs: string[] = [];
+    await pruneArchives(dir, 2, (m) => logs.push(m));
+    expect((await readdir(dir)).sort()).toEqual(['c', 'd']);
+    expect(logs).toEqual([]);
+  });
+
+  it('logs, and does not throw, when the directory cannot be read', async () => {
+    const logs: string[] = [];
+    await pruneArchives('/nonexistent/lsp-images', 3, (m) => logs.push(m));
+    expect(logs[0]).toMatch(/^image: could not prune old archives in \/nonexistent\/lsp-images: /);
+  });
+});
