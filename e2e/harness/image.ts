@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { formatElapsed, progressSink, type Progress } from './build-progress.ts';
 import { defaultCacheDir } from './build.ts';
 import { Buildah } from './buildah.ts';
-import { baseImageHash, ensureNodeBaseImage, nodePackageBinary } from './image-base.ts';
+import { baseImageCacheRef, baseImageHash, ensureNodeBaseImage, NODE_BASE_REF, nodePackageBinary } from './image-base.ts';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -212,8 +212,8 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       const secret = ca === undefined ? [] : ['--secret', `id=build_ca,src=${ca}`];
       await buildah.run([...BUD_ARGS, ...secret, '-f', join(repoDir, 'Dockerfile'), '-t', ref, repoDir], (line) => {
         onLine(line);
-        const id = /^(?:--> |Using cache )([0-9a-f]{11,64})\b/.exec(line)?.[1];
-        if (id) stepIds.add(id);
+        const id = stepImageId(line);
+        if (id !== undefined) stepIds.add(id);
       });
       await mkdir(dirname(archive), { recursive: true });
       const tmp = `${archive}.tmp-${process.pid}`;
@@ -259,20 +259,33 @@ export async function pruneArchives(dir: string, keep: number, log: (msg: string
  */
 async function pruneStorage(buildah: Buildah, ref: string, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
   try {
-    const keepNames = new Set([ref, `localhost/lsp-node-base:${baseHash}`, 'docker.io/library/node:24-bookworm-slim']);
-    const out = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
-    const byId = new Map<string, string[]>();
-    for (const line of out.split('\n')) {
-      const [id, name] = line.trim().split(' ');
-      if (!id || !name) continue;
-      const plain = id.replace(/^sha256:/, '');
-      byId.set(plain, [...(byId.get(plain) ?? []), name]);
-    }
-    const drop = [...byId]
-      .filter(([id, names]) => !names.some((n) => keepNames.has(n)) && ![...stepIds].some((s) => id.startsWith(s)))
-      .map(([id]) => id);
+    const keepNames = new Set([ref, baseImageCacheRef(baseHash), NODE_BASE_REF]);
+    const listing = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
+    const drop = imagesToPrune(listing, keepNames, stepIds);
     if (drop.length > 0) await buildah.run(['rmi', '-f', ...drop]);
   } catch (err) {
     log(`image: could not prune old images from ${buildah.dir}: ${(err as Error).message.split('\n')[0] ?? ''}`);
   }
+}
+
+/** The image id a `buildah bud --layers` output line reports for a step ("--> 6b6b3d93781", "--> Using cache <id>"). */
+export function stepImageId(line: string): string | undefined {
+  return /^-->\s+(?:Using cache\s+)?([0-9a-f]{11,64})\b/.exec(line.trim())?.[1];
+}
+
+/**
+ * The ids in a `buildah images -a --no-trunc --format '{{.ID}} {{.Name}}:{{.Tag}}'` listing to remove: every
+ * image with none of `keepNames` whose id does not start with one of `stepIds`.
+ */
+export function imagesToPrune(listing: string, keepNames: ReadonlySet<string>, stepIds: ReadonlySet<string>): string[] {
+  const byId = new Map<string, string[]>();
+  for (const line of listing.split('\n')) {
+    const [id, name] = line.trim().split(/\s+/);
+    if (id === undefined || id === '' || name === undefined) continue;
+    const plain = id.replace(/^sha256:/, '');
+    byId.set(plain, [...(byId.get(plain) ?? []), name]);
+  }
+  return [...byId]
+    .filter(([id, names]) => !names.some((n) => keepNames.has(n)) && ![...stepIds].some((s) => id.startsWith(s)))
+    .map(([id]) => id);
 }

@@ -4,7 +4,7 @@ import { chmod, mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/p
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, pruneArchives, StepProgress } from '../../e2e/harness/image.ts';
+import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, imagesToPrune, pruneArchives, StepProgress, stepImageId } from '../../e2e/harness/image.ts';
 
 const dirs: string[] = [];
 const tempDir = async (): Promise<string> => {
@@ -81,6 +81,36 @@ describe('image build progress', () => {
     expect(p.line(`STEP 2/4: RUN ${'x'.repeat(200)}`)).toBe(true);
     expect(p.format(0)).toMatch(/^image: STEP 2\/4: RUN x+\.\.\., 0s elapsed$/);
     expect(p.format(0).length).toBeLessThan(120);
+  });
+});
+
+describe('pruning the buildah storage', () => {
+  it('reads the step image ids of buildah bud --layers output, new and cached', () => {
+    expect(stepImageId('--> 6b6b3d93781')).toBe('6b6b3d93781');
+    expect(stepImageId('--> Using cache 8d7185d90c7a1f0e2d5b2c3a4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071')).toBe(
+      '8d7185d90c7a1f0e2d5b2c3a4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071',
+    );
+    expect(stepImageId('[3/3] STEP 9/9: ENTRYPOINT ["/usr/bin/tini"]')).toBeUndefined();
+    expect(stepImageId('Successfully tagged docker.io/library/x:1')).toBeUndefined();
+  });
+
+  it('keeps the named images and the last build\'s steps, drops the rest (buildah pads the columns)', () => {
+    const listing = [
+      'sha256:aaaa000000000000000000000000000000000000000000000000000000000001   docker.io/library/local-static-provisioner:new',
+      'sha256:bbbb000000000000000000000000000000000000000000000000000000000002   <none>:<none>',
+      'sha256:cccc000000000000000000000000000000000000000000000000000000000003   <none>:<none>',
+      'sha256:dddd000000000000000000000000000000000000000000000000000000000004   docker.io/library/local-static-provisioner:old',
+      'sha256:eeee000000000000000000000000000000000000000000000000000000000005   localhost/lsp-node-base:h1',
+      'sha256:eeee000000000000000000000000000000000000000000000000000000000005   docker.io/library/node:24-bookworm-slim',
+      'sha256:ffff000000000000000000000000000000000000000000000000000000000006   localhost/lsp-node-base:h0',
+      '',
+    ].join('\n');
+    const keep = new Set(['docker.io/library/local-static-provisioner:new', 'localhost/lsp-node-base:h1', 'docker.io/library/node:24-bookworm-slim']);
+    expect(imagesToPrune(listing, keep, new Set(['bbbb0000000']))).toEqual([
+      'cccc000000000000000000000000000000000000000000000000000000000003',
+      'dddd000000000000000000000000000000000000000000000000000000000004',
+      'ffff000000000000000000000000000000000000000000000000000000000006',
+    ]);
   });
 });
 
