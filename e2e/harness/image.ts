@@ -130,7 +130,7 @@ async function hostCaBundle(): Promise<string | undefined> {
  * One build at a time per cache dir: a lock directory holding the owner's pid. A lock whose owner is gone
  * (killed) is taken over. Waits up to an hour for a live owner.
  */
-async function withLock<T>(dir: string, log: (msg: string) => void, fn: () => Promise<T>): Promise<T> {
+export async function withLock<T>(dir: string, log: (msg: string) => void, fn: () => Promise<T>): Promise<T> {
   const lock = join(dir, 'lock');
   const deadline = Date.now() + 3_600_000;
   let told = false;
@@ -186,11 +186,15 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
     return { archive, ref };
   }
 
+  if (process.getuid?.() !== 0) throw new Error(`building the image ${ref} needs root (buildah with chroot isolation, mmdebstrap); no archive at ${archive}`);
   const dir = imagesDir(cacheDir);
   await mkdir(dir, { recursive: true });
   return withLock(dir, log, async () => {
     if (await exists(archive)) return { archive, ref }; // built by the lock's previous owner
     const buildah = imageStorage(cacheDir);
+    // Holding the lock, no other build uses this storage: what a killed build left behind goes.
+    await rm(join(dir, 'tmp'), { recursive: true, force: true });
+    await buildah.run(['rm', '--all']).catch(() => undefined);
     const started = performance.now();
     const progress = new StepProgress('image', started);
     const sink = progressSink({ tty: opts.tty ?? process.stderr.isTTY === true, write: (t) => process.stderr.write(t), log });

@@ -1,10 +1,11 @@
 // The cache key, progress and archive pruning of the image build (e2e/harness/image.ts), on temp dirs:
 // no buildah is run here (e2e/image.test.ts builds the real image).
-import { chmod, mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, imagesToPrune, pruneArchives, StepProgress, stepImageId } from '../../e2e/harness/image.ts';
+import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, imagesToPrune, pruneArchives, StepProgress, stepImageId, withLock } from '../../e2e/harness/image.ts';
 
 const dirs: string[] = [];
 const tempDir = async (): Promise<string> => {
@@ -133,5 +134,48 @@ describe('pruneArchives', () => {
     const logs: string[] = [];
     await pruneArchives('/nonexistent/lsp-images', 3, (m) => logs.push(m));
     expect(logs[0]).toMatch(/^image: could not prune old archives in \/nonexistent\/lsp-images: /);
+  });
+});
+
+describe('the build lock', () => {
+  it('runs the build holding a lock with its pid, and removes the lock afterwards, also on failure', async () => {
+    const dir = await tempDir();
+    const seen = await withLock(dir, () => undefined, async () => readFile(join(dir, 'lock', 'pid'), 'utf8'));
+    expect(seen).toBe(String(process.pid));
+    await expect(withLock(dir, () => undefined, () => Promise.reject(new Error('build failed')))).rejects.toThrow('build failed');
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('takes over a lock whose owner is dead (a killed build)', async () => {
+    const dir = await tempDir();
+    const dead = spawnSync('true').pid ?? 0; // exited and reaped: no such process
+    await mkdir(join(dir, 'lock'));
+    await writeFile(join(dir, 'lock', 'pid'), String(dead));
+    const logs: string[] = [];
+    expect(await withLock(dir, (m) => logs.push(m), () => Promise.resolve('built'))).toBe('built');
+    expect(logs).toEqual([]);
+  });
+
+  it('waits while a live owner holds it, then runs', async () => {
+    const dir = await tempDir();
+    await mkdir(join(dir, 'lock'));
+    await writeFile(join(dir, 'lock', 'pid'), '1'); // init: alive
+    const logs: string[] = [];
+    let ran = false;
+    const done = withLock(
+      dir,
+      (m) => {
+        logs.push(m);
+        // The owner finishes once we are seen waiting.
+        void rm(join(dir, 'lock'), { recursive: true, force: true });
+      },
+      () => {
+        ran = true;
+        return Promise.resolve();
+      },
+    );
+    await done;
+    expect(ran).toBe(true);
+    expect(logs).toEqual([`image: waiting for another build (${join(dir, 'lock')}, pid 1)`]);
   });
 });
