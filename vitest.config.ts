@@ -8,6 +8,9 @@ export default defineConfig({
           name: 'unit',
           include: ['test/**/*.test.ts'],
           environment: 'node',
+          // vi.useFakeTimers() also fakes setTimeout from node:timers and node:timers/promises
+          // (the cancellable sleeps in src/ use `setTimeout(ms, v, { signal })` from the latter).
+          fakeTimers: { fakeNodeBuiltins: true },
         },
       },
       {

@@ -78,8 +78,8 @@ export interface ProcMem {
   readonly hwmKiB: number;
 }
 
-/** /proc/<pid>/status VmRSS and VmHWM; undefined when the process is gone. */
-export function procMem(pid: number): ProcMem | undefined {
+/** Fields of /proc/<pid>/status given in kB (VmRSS, RssAnon, ...), in KiB; undefined when the process is gone. */
+export function procStatusKiB<F extends string>(pid: number, fields: readonly F[]): Record<F, number> | undefined {
   let status: string;
   try {
     status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -87,7 +87,13 @@ export function procMem(pid: number): ProcMem | undefined {
     return undefined;
   }
   const field = (f: string): number => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssKiB: field('VmRSS'), hwmKiB: field('VmHWM') };
+  return Object.fromEntries(fields.map((f) => [f, field(f)])) as Record<F, number>;
+}
+
+/** /proc/<pid>/status VmRSS and VmHWM; undefined when the process is gone. */
+export function procMem(pid: number): ProcMem | undefined {
+  const s = procStatusKiB(pid, ['VmRSS', 'VmHWM']);
+  return s && { rssKiB: s.VmRSS, hwmKiB: s.VmHWM };
 }
 
 export interface Sample {
@@ -318,8 +324,18 @@ export interface Bench {
   readonly cpStartStats: ControlPlaneStats;
   /** Writes the ConfigMap (kubelet swap) with labelsForPV = the own label plus `extraLabels`. */
   writeConfig(extraLabels?: Record<string, string>): Promise<void>;
-  /** Starts the daemon (node src/main.ts) as the restricted identity. */
-  startDaemon(opts: { tag: string; args?: readonly string[]; env?: Record<string, string> }): Promise<Daemon>;
+  /**
+   * Starts the daemon (node src/main.ts, or `script` with `nodeArgs`) as the restricted identity, with
+   * --discovery-period=1s unless `args` sets one, at debug level unless `logLevel` says otherwise.
+   */
+  startDaemon(opts: {
+    tag: string;
+    args?: readonly string[];
+    env?: Record<string, string>;
+    script?: string;
+    nodeArgs?: readonly string[];
+    logLevel?: string | null;
+  }): Promise<Daemon>;
   /** Registers a cleanup (run in reverse order at the end, on error and on signals). */
   defer(fn: () => void | Promise<void>): void;
   /**
@@ -466,7 +482,8 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
       async startDaemon(o) {
         const port = await freePort();
         const logFile = h.path(`daemon-${++n}-${o.tag}.log`);
-        const args = ['--discovery-period=1s', ...(o.args ?? [])];
+        const own = o.args ?? [];
+        const args = own.some((a) => a.startsWith('--discovery-period')) ? [...own] : ['--discovery-period=1s', ...own];
         const spawnedAt = Date.now();
         const proc = startProvisioner({
           configDir,
@@ -476,6 +493,9 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
           logFile,
           args,
           ...(o.env ? { env: o.env } : {}),
+          ...(o.script !== undefined ? { script: o.script } : {}),
+          ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+          ...(o.logLevel !== undefined ? { logLevel: o.logLevel } : {}),
         });
         const pid = proc.child.pid ?? 0;
         const d: Daemon = {
@@ -504,9 +524,9 @@ export async function withBench<T>(opts: BenchOptions, fn: (b: Bench) => Promise
   }
 }
 
-/** Mounts `n` tmpfs volumes (size=1m) under b.mountDir; returns their names. */
-export function mountVolumes(b: Bench, n: number): string[] {
-  const names = Array.from({ length: n }, (_, i) => `vol${String(i).padStart(4, '0')}`);
+/** Mounts `n` tmpfs volumes (size=1m) under b.mountDir, numbered from `from`; returns their names. */
+export function mountVolumes(b: Bench, n: number, from = 0): string[] {
+  const names = Array.from({ length: n }, (_, i) => `vol${String(from + i).padStart(4, '0')}`);
   b.mountTmpfs(names.map((x) => join(b.mountDir, x)), 1);
   return names;
 }

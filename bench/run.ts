@@ -7,6 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { discoveryScale } from './discovery-scale.ts';
+import { footprint, footprintArgs, FOOTPRINT_OPTIONS } from './footprint.ts';
 import { informerScale } from './informer-scale.ts';
 import { controlPlaneTable, log, machine, mountVolumes, printSection, withBench, type Section } from './lib.ts';
 import { reloadLatency } from './reload-latency.ts';
@@ -20,18 +21,25 @@ const { values } = parseArgs({
     loops: { type: 'string', default: '10' },
     'poll-ms': { type: 'string', default: '1000' },
     json: { type: 'string' },
+    only: { type: 'string' },
+    ...FOOTPRINT_OPTIONS,
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (values.help) {
   process.stdout.write(
-    'usage: npm run bench [-- --volumes N --foreign N --swaps N --loops N --poll-ms N --json FILE]\n' +
-      '  Runs discovery-scale, steady-state, reload-latency and informer-scale on one real control plane (needs root).\n' +
+    'usage: npm run bench [-- --only LIST --volumes N --foreign N --swaps N --loops N --poll-ms N --json FILE]\n' +
+      '                     [-- --footprint-sizes 500,2000 --footprint-foreign N --footprint-idle-s S]\n' +
+      '  Runs discovery-scale, steady-state, reload-latency and informer-scale on one real control plane, then\n' +
+      '  footprint (the built daemon as users run it) on another (needs root).\n' +
+      '  --only: comma-separated subset of: main (the first four), footprint.\n' +
       '  LSP_TESTPLANE_BINARY=path skips the control-plane build check.\n',
   );
   process.exit(0);
 }
 const volumes = Number(values.volumes);
+const only = new Set((values.only ?? 'main,footprint').split(',').map((x) => x.trim()));
+for (const x of only) if (x !== 'main' && x !== 'footprint') throw new Error(`--only: unknown benchmark ${JSON.stringify(x)} (main, footprint)`);
 const t0 = performance.now();
 const sections: Section[] = [];
 const emit = (s: Section): void => {
@@ -40,7 +48,7 @@ const emit = (s: Section): void => {
 };
 
 process.stdout.write(`# local-static-provisioner benchmarks\n\n${new Date().toISOString()}; ${machine()}\n`);
-await withBench({ name: 'all' }, async (b) => {
+if (only.has('main')) await withBench({ name: 'all' }, async (b) => {
   emit({ title: 'Control plane (start-up)', markdown: controlPlaneTable(b.cpStartStats), data: b.cpStartStats });
   log(`mounting ${volumes} tmpfs volumes`);
   const tm = performance.now();
@@ -54,6 +62,7 @@ await withBench({ name: 'all' }, async (b) => {
   await disc.daemon.stop();
   emit(await informerScale(b, { foreign: Number(values.foreign), volumes }));
 });
+if (only.has('footprint')) emit(await footprint(footprintArgs(values)));
 const totalS = (performance.now() - t0) / 1000;
 process.stdout.write(`\nTotal bench time: ${totalS.toFixed(0)} s (including control-plane start and cleanup).\n`);
 if (values.json !== undefined) {

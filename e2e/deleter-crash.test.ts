@@ -3,7 +3,9 @@
 // cleaned again (a marker written after the kill is gone) before its PV is
 // deleted, no cleaner of the killed daemon may keep running, and a Bound PV and
 // an Available PV on the same node are never touched (files, device bytes,
-// PV objects) across all of it.
+// PV objects) across all of it. Then the same with SIGTERM (a graceful stop, issue
+// 12): the daemon kills its own cleaner and logs the abort before it exits 0, the
+// PV stays Released, and the next daemon cleans the volume again.
 //
 // Every wait is on an event (a log line, a file, a process, an API object) with a
 // generous deadline: the cleaner blocks until the test opens its gate or it is
@@ -14,9 +16,8 @@ import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
-import { createNode } from './harness/node-agent.ts';
 import {
-  createImmediateClass,
+  createDeleterCluster,
   keepLogs,
   deviceSize,
   killGroups,
@@ -51,15 +52,15 @@ const parseRuns = (lines: string[]): Run[] =>
     return { what: what as Run['what'], pid: Number(pid), atMs: Number(BigInt(ns ?? '0') / 1_000_000n) };
   });
 
-describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a clean)', () => {
+describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL or SIGTERM in the middle of a clean)', () => {
   const host = new HostFixtures('lsp-delc-');
   const node = uniqueName('delc-node');
   const ns = uniqueName('delc-ns');
   const marker = uniqueName('lspdelc');
   const cls = { blk: uniqueName('delc-blk'), fs: uniqueName('delc-fs') };
-  const runLog = host.path('slow-runs.log');
-  const gate = host.path('gate');
-  const stateArgs = [`--state-dir=${host.path('state')}`];
+  let runLog = '';
+  let gate = '';
+  let stateArgs: string[] = [];
   let victimDev = '';
   let keepDev = '';
   let fsDir = '';
@@ -75,9 +76,10 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
   const pvName = (entry: string, className: string): string => generatePVName(entry, node, className);
 
   beforeAll(async () => {
-    await createNode(core, node);
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-    for (const c of Object.values(cls)) await createImmediateClass(storage, c);
+    runLog = host.path('slow-runs.log');
+    gate = host.path('gate');
+    stateArgs = [`--state-dir=${host.path('state')}`];
+    await createDeleterCluster(core, storage, { node, ns, classes: Object.values(cls) });
     host.mkdir('blk');
     victimDev = host.loopDevice(8, 'victim');
     host.symlink(victimDev, 'blk', 'victim');
@@ -119,12 +121,8 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     watch?.stop();
     for (const d of daemons) await d.stop();
     killGroups(pgrep(marker)); // only our own marked cleaners, should any be left
-    try {
-      await core.deleteNamespace({ name: ns });
-    } catch {
-      /* best effort */
-    }
-    keepLogs(host, node, ['provisioner-1.log', 'provisioner-2.log', 'slow-runs.log']);
+    await core.deleteNamespace({ name: ns }).catch(() => undefined); // best effort
+    keepLogs(host, node, ['provisioner-1.log', 'provisioner-2.log', 'provisioner-3.log', 'slow-runs.log']);
     host.cleanup();
   });
 
@@ -225,5 +223,55 @@ describe.skipIf(!isRoot())('deleter: crash safety (SIGKILL in the middle of a cl
     expect(readAt(keepDev, deviceSize(keepDev) - MIB, MIB).every((b) => b === 0xa5)).toBe(true);
     const jobs = await batch.listNamespacedJob({ namespace: 'kube-system', labelSelector: `kubernetes.io/hostname=${node}` });
     expect(jobs.items).toEqual([]);
+  }, 10 * 60_000);
+
+  // Issue 12 point 4: a graceful stop (SIGTERM, what the kubelet sends) loses nothing in flight.
+  it('after a SIGTERM mid-clean the daemon stops its own cleaner and exits 0, the PV stays Released; the next start cleans again before deleting it', async () => {
+    const name = pvName('victim', cls.blk);
+    const size = deviceSize(victimDev);
+    const pv = await waitPV(core, name, { timeoutMs: LONG }); // rediscovered after the first test
+    fillDevice(victimDev, size / MIB);
+    const runsBefore = parseRuns(runLogLines(runLog)).length;
+    const claim = await bindPV(core, pv, ns);
+    await core.deleteNamespacedPersistentVolumeClaim({ namespace: ns, name: claim });
+    const firstRun = await waitFor(() => parseRuns(runLogLines(runLog))[runsBefore], { what: 'the slow cleaner to start', timeoutMs: LONG });
+    expect(firstRun.what).toBe('start');
+
+    const running = daemons.at(-1)!;
+    running.child.kill('SIGTERM');
+    // Exit code 0: the daemon finished its shutdown itself (a SIGKILL would give null).
+    expect(await running.exited, 'exit code after SIGTERM').toBe(0);
+    expect(pgrep(marker), 'the daemon stopped its cleaner before exiting').not.toContain(firstRun.pid);
+    const aborted = logsWith(running, 'cleanup failed').filter((l) => l['pv'] === name && JSON.stringify(l['err']).includes('was cancelled and killed'));
+    expect(aborted, 'the clean is reported as aborted').toHaveLength(1);
+    const kept = await readPV(core, name);
+    expect(kept?.metadata?.uid).toBe(pv.metadata?.uid);
+    expect(kept?.metadata?.deletionTimestamp).toBeUndefined();
+    expect(kept?.status?.phase).toBe('Released');
+    expect(parseRuns(runLogLines(runLog)).slice(runsBefore).filter((r) => r.what === 'done')).toEqual([]);
+
+    // Data written while no daemon runs must be gone when the PV is deleted.
+    const stamp = Buffer.from(`written after the SIGTERM ${marker}`);
+    writeAt(victimDev, 0, stamp);
+    writeAt(victimDev, 5 * MIB, stamp);
+
+    const next = await startDaemon(host, { nodeName: node, files, args: stateArgs, logName: 'provisioner-3.log' });
+    daemons.push(next);
+    const secondRun = await waitFor(() => parseRuns(runLogLines(runLog))[runsBefore + 1], { what: 'the next daemon to start the cleaner again', timeoutMs: LONG });
+    expect(secondRun.what).toBe('start');
+    expect(secondRun.pid).not.toBe(firstRun.pid);
+    openGate(gate, secondRun.pid);
+    const deleted = await waitFor(() => watch!.events.find((e) => e.type === 'DELETED' && e.uid === pv.metadata?.uid), {
+      what: `PV ${name} to be deleted after the restart`,
+      timeoutMs: LONG,
+    });
+    expect(allZero(victimDev, size)).toBe(true);
+    const runs = parseRuns(runLogLines(runLog)).slice(runsBefore);
+    expect(runs.filter((r) => r.what === 'start')).toHaveLength(2);
+    const done = runs.filter((r) => r.what === 'done');
+    expect(done.map((r) => r.pid)).toEqual([secondRun.pid]);
+    expect(done[0]!.atMs).toBeLessThanOrEqual(deleted.at);
+    expect(logsWith(next, `Deleting pv ${name} after successful cleanup`)).toHaveLength(1);
+    await waitPV(core, name, { notUid: pv.metadata!.uid!, timeoutMs: LONG });
   }, 10 * 60_000);
 });

@@ -130,11 +130,7 @@ describe.skipIf(!isRoot())('deleter: forged PVs naming another volume are refuse
         /* best effort */
       }
     }
-    try {
-      await core.deleteNamespace({ name: ns });
-    } catch {
-      /* best effort */
-    }
+    await core.deleteNamespace({ name: ns }).catch(() => undefined); // best effort
     keepLogs(host, node, ['provisioner.log']);
     host.cleanup();
   });

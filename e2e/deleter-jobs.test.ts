@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import type { V1Job, V1PersistentVolume, V1Pod, V1VolumeMount } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
-import { createNode, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
+import { startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import {
-  createImmediateClass,
+  createDeleterCluster,
   keepLogs,
   deviceSize,
   isMountPoint,
@@ -96,8 +96,8 @@ describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job c
   let fsDir = '';
   let prov: ProvisionerProcess | undefined;
   let agent: NodeAgent | undefined;
-  const failFlag = host.path('flaky-fails');
-  const flakyLog = host.path('flaky-runs.log');
+  let failFlag = '';
+  let flakyLog = '';
   /** The Job and Pod of every pod the agent ran, read just before it ran. */
   const seen: Array<{ pod: V1Pod; job: V1Job | undefined }> = [];
   const runs: Array<{ pod: string; command: string[]; exitCode: number }> = [];
@@ -107,9 +107,9 @@ describe.skipIf(!isRoot())('deleter: cleaning through Jobs run by the real job c
     seen.map((s) => s.job).filter((j): j is V1Job => j?.metadata?.name === `cleanup-${name}`).filter((j, i, a) => a.findIndex((x) => x.metadata?.uid === j.metadata?.uid) === i);
 
   beforeAll(async () => {
-    await createNode(core, node);
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-    for (const c of Object.values(cls)) await createImmediateClass(storage, c);
+    failFlag = host.path('flaky-fails');
+    flakyLog = host.path('flaky-runs.log');
+    await createDeleterCluster(core, storage, { node, ns, classes: Object.values(cls) });
     host.mkdir('blk');
     blkDev = host.loopDevice(16, 'blk');
     host.symlink(blkDev, 'blk', 'disk');

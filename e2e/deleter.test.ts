@@ -10,9 +10,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
-import { createNode } from './harness/node-agent.ts';
 import {
-  createImmediateClass,
+  createDeleterCluster,
   keepLogs,
   deviceSize,
   isMountPoint,
@@ -54,8 +53,8 @@ describe.skipIf(!isRoot())('deleter: in-process cleaning on real mounts and loop
   let prov: ProvisionerProcess | undefined;
   let watch: PVWatch | undefined;
   let fsDir = '';
-  const failLog = host.path('fail-runs.log');
-  const hangLog = host.path('hang-runs.log');
+  let failLog = '';
+  let hangLog = '';
   const pvName = (entry: string, className: string): string => generatePVName(entry, node, className);
   const startLines = (name: string): Array<Record<string, unknown>> =>
     logsWith(prov!, `Start cleanup for pv ${name}`).filter((l) => l['pv'] === name);
@@ -65,9 +64,9 @@ describe.skipIf(!isRoot())('deleter: in-process cleaning on real mounts and loop
     watch!.events.filter((e) => e.uid === uid).map((e) => (e.type === 'DELETED' ? 'DELETED' : (e.phase ?? ''))).filter((p, i, a) => p !== a[i - 1]);
 
   beforeAll(async () => {
-    await createNode(core, node);
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-    for (const c of Object.values(cls)) await createImmediateClass(storage, c);
+    failLog = host.path('fail-runs.log');
+    hangLog = host.path('hang-runs.log');
+    await createDeleterCluster(core, storage, { node, ns, classes: Object.values(cls) });
     fsDir = host.mkdir('fs');
     for (const v of ['cycle', 'nested', 'gone']) host.tmpfs(8, 'fs', v);
     host.tmpfs(4, 'fs', 'nested', 'inner');
@@ -106,11 +105,7 @@ describe.skipIf(!isRoot())('deleter: in-process cleaning on real mounts and loop
   afterAll(async () => {
     watch?.stop();
     await prov?.stop();
-    try {
-      await core.deleteNamespace({ name: ns });
-    } catch {
-      /* best effort */
-    }
+    await core.deleteNamespace({ name: ns }).catch(() => undefined); // best effort
     keepLogs(host, node, ['provisioner.log', 'fail-runs.log', 'hang-runs.log']);
     host.cleanup();
   });

@@ -4,20 +4,16 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CoreV1Event, V1PersistentVolume } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePort } from './harness/controlplane.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { metricValue, startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import { startDaemon } from './support/cleanup.ts';
+import { createLocalStorageClass, pvsOfNode } from './support/hot-reload.ts';
+import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
 
 const { core, storage } = adminClients();
-
-async function pvsOfNode(node: string): Promise<V1PersistentVolume[]> {
-  const all = await core.listPersistentVolume();
-  return all.items.filter((pv) => pv.metadata?.annotations?.['pv.kubernetes.io/provisioned-by'] === `local-volume-provisioner-${node}`);
-}
 
 async function nodeEvents(node: string): Promise<CoreV1Event[]> {
   const evs = await core.listNamespacedEvent({ namespace: 'default' });
@@ -36,17 +32,8 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
 
   beforeAll(async () => {
     await createNode(core, node, { 'topology.kubernetes.io/zone': 'zone-a' });
-    for (const [name, mountOptions] of [[fsClass, ['noatime']], [blockClass, undefined]] as const) {
-      await storage.createStorageClass({
-        body: {
-          metadata: { name },
-          provisioner: 'kubernetes.io/no-provisioner',
-          volumeBindingMode: 'WaitForFirstConsumer',
-          reclaimPolicy: 'Delete',
-          ...(mountOptions ? { mountOptions: [...mountOptions] } : {}),
-        },
-      });
-    }
+    await createLocalStorageClass(storage, fsClass, ['noatime']);
+    await createLocalStorageClass(storage, blockClass);
     fsDir = host.mkdir('fs');
     blockDir = host.mkdir('block');
     for (const v of ['vol1', 'vol2', 'vol3', 'go-made']) host.tmpfs(12, 'fs', v);
@@ -76,22 +63,15 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
       })
     );
 
-    const cfg = host.mkdir('config');
-    writeFileSync(
-      join(cfg, 'storageClassMap'),
-      `${fsClass}:\n  HOSTDIR: /mnt/host/fs\n  mountDir: ${fsDir}\n  fsType: ext4\n${blockClass}:\n  hostDir: /mnt/host/block\n  mountDir: ${blockDir}\n  volumeMode: Block\n`,
-    );
-    writeFileSync(join(cfg, 'useNodeNameOnly'), 'yes');
-    writeFileSync(join(cfg, 'setPVOwnerRef'), 'On');
-    writeFileSync(join(cfg, 'nodeLabelsForPV'), '- topology.kubernetes.io/zone\n- missing.example.com/label\n');
-    writeFileSync(join(cfg, 'labelsForPV'), 'team: storage\n');
-    prov = startProvisioner({
-      configDir: cfg,
+    prov = await startDaemon(host, {
       nodeName: node,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: host.path('provisioner.log'),
-      args: ['--discovery-period=1s', '--config-sync-period=1s'],
+      files: {
+        storageClassMap: `${fsClass}:\n  HOSTDIR: /mnt/host/fs\n  mountDir: ${fsDir}\n  fsType: ext4\n${blockClass}:\n  hostDir: /mnt/host/block\n  mountDir: ${blockDir}\n  volumeMode: Block\n`,
+        useNodeNameOnly: 'yes',
+        setPVOwnerRef: 'On',
+        nodeLabelsForPV: '- topology.kubernetes.io/zone\n- missing.example.com/label\n',
+        labelsForPV: 'team: storage\n',
+      },
     });
   });
 
@@ -102,7 +82,7 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
 
   it('creates one PV per mount and per block device, with the Go provisioner specs', async () => {
     const pvs = await waitFor(async () => {
-      const l = await pvsOfNode(node);
+      const l = await pvsOfNode(core, node);
       return l.length >= 5 ? l : undefined;
     }, { what: '5 PVs for the node', timeoutMs: 60_000 });
     expect(pvs.map((p) => p.metadata?.name).sort()).toEqual(
@@ -167,7 +147,7 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
 
   it('creates a PV for a volume mounted later, and stays ready with only warnings', async () => {
     host.tmpfs(16, 'fs', 'vol4');
-    await waitFor(async () => (await pvsOfNode(node)).some((p) => p.metadata?.name === generatePVName('vol4', node, fsClass)), {
+    await waitFor(async () => (await pvsOfNode(core, node)).some((p) => p.metadata?.name === generatePVName('vol4', node, fsClass)), {
       what: 'a PV for vol4',
     });
     // The stray file is only a warning; the pass has no error, so the daemon is ready.

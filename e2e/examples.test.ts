@@ -7,13 +7,13 @@ import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:f
 import { join, resolve } from 'node:path';
 import type { KubernetesObject, V1PodSpec } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePort } from './harness/controlplane.ts';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import { startDaemon } from './support/cleanup.ts';
+import type { ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
 
 const examplesDir = resolve(deploymentDir, '..', '..', 'examples');
@@ -93,18 +93,11 @@ describe.skipIf(!isRoot())('getting started on the embedded control plane (docs/
     });
     demoClasses.push(demoClass);
     const demoDir = host.mkdir('disks', 'fs');
-    const cfg = host.mkdir('config');
-    writeFileSync(join(cfg, 'storageClassMap'), `${demoClass}:\n  hostDir: ${demoDir}\n  mountDir: ${demoDir}\n`);
-    writeFileSync(join(cfg, 'useNodeNameOnly'), 'true\n');
-    configDir = cfg;
-    prov = startProvisioner({
-      configDir: cfg,
+    prov = await startDaemon(host, {
       nodeName: node,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: host.path('provisioner.log'),
-      args: ['--discovery-period=1s', '--config-sync-period=1s'],
+      files: { storageClassMap: `${demoClass}:\n  hostDir: ${demoDir}\n  mountDir: ${demoDir}\n`, useNodeNameOnly: 'true\n' },
     });
+    configDir = host.path('config');
   });
 
   afterAll(async () => {

@@ -54,7 +54,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
   const host = new HostFixtures('lsp-hrc-');
   const node = uniqueName('hrc-node');
   const blockClass = uniqueName('hrc-blk');
-  const runLog = host.path('cleaner-runs.log');
+  let runLog = '';
   const jobRuns: Array<{ pod: string; command: string[]; exitCode: number }> = [];
   let blockDir = '';
   let cleaner = '';
@@ -72,6 +72,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
   });
 
   beforeAll(async () => {
+    runLog = host.path('cleaner-runs.log');
     await createNode(core, node);
     await createLocalStorageClass(storage, blockClass);
     blockDir = host.mkdir('block');

@@ -27,7 +27,7 @@ const timersMetric = 'local_volume_node_cleanup_deletion_timers_total';
 const hostTerm = (node: string): V1NodeSelectorTerm => ({ matchExpressions: [{ key: hostnameLabel, operator: 'In', values: [node] }] });
 
 describe('local-volume-node-cleanup', () => {
-  const tmp = mkdtempSync(join(tmpdir(), 'lsp-e2e-node-cleanup-'));
+  let tmp = '';
   const sc = uniqueName('nc-local');
   const nodeA = uniqueName('nc-node-a');
   const nodeB = uniqueName('nc-node-b');
@@ -82,6 +82,7 @@ describe('local-volume-node-cleanup', () => {
     waitMetric(ctl as ProvisionerProcess, name, labels, (v) => v >= n, { what, timeoutMs: 60_000 });
 
   beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'lsp-e2e-node-cleanup-'));
     await applyManifests(inject('kubeconfig'), componentFiles);
     const kubeconfig = await serviceAccountKubeconfig(admin, 'kube-system', 'local-volume-node-cleanup', join(tmp, 'node-cleanup.kubeconfig'));
     ns = uniqueName('nc');
@@ -127,7 +128,7 @@ describe('local-volume-node-cleanup', () => {
     for (const n of [nodeA, nodeB]) await core.deleteNode({ name: n }).catch(() => undefined);
     await storage.deleteStorageClass({ name: sc }).catch(() => undefined);
     await deleteManifests(inject('kubeconfig'), componentFiles).catch(() => undefined);
-    rmSync(tmp, { recursive: true, force: true });
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
   });
 
   it('never touches a PV whose node affinity is not pinned to hostnames', async () => {

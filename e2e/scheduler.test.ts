@@ -3,17 +3,17 @@
 // real daemon on real tmpfs mounts; the PVC binds to that PV. A second, Ready node without volumes
 // is not chosen, and a Pod whose PVC no local PV can satisfy stays Pending with the scheduler's event.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type CoreV1Event, type V1PersistentVolume, type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePort } from './harness/controlplane.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, apiStatus, uniqueName, waitFor } from './harness/kube.ts';
 import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from './harness/node-agent.ts';
 import { pgrep, runNodeScript } from './harness/procs.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { startProvisioner, type ProvisionerProcess } from './support/provisioner.ts';
+import { startDaemon } from './support/cleanup.ts';
+import type { ProvisionerProcess } from './support/provisioner.ts';
 
 const { core, storage } = adminClients();
 const ignore404 = (err: unknown): void => {
@@ -60,17 +60,7 @@ describe.skipIf(!isRoot())('kube-scheduler with WaitForFirstConsumer local volum
     const h = (host = new HostFixtures('lsp-sched-'));
     const fsDir = h.mkdir('fs');
     for (const v of ['vol1', 'vol2']) h.tmpfs(16, 'fs', v);
-    const cfg = h.mkdir('config');
-    writeFileSync(join(cfg, 'storageClassMap'), `${cls}:\n  hostDir: ${fsDir}\n  mountDir: ${fsDir}\n`);
-    writeFileSync(join(cfg, 'useNodeNameOnly'), 'true');
-    prov = startProvisioner({
-      configDir: cfg,
-      nodeName: nodeA,
-      kubeconfig: inject('provisionerKubeconfig'),
-      port: await freePort(),
-      logFile: h.path('provisioner.log'),
-      args: ['--discovery-period=1s', '--config-sync-period=1s'],
-    });
+    prov = await startDaemon(h, { nodeName: nodeA, files: { storageClassMap: `${cls}:\n  hostDir: ${fsDir}\n  mountDir: ${fsDir}\n`, useNodeNameOnly: 'true' } });
     pvsOfA = await waitFor(
       async () => {
         const l = (await core.listPersistentVolume()).items.filter((pv) => pv.spec?.storageClassName === cls);

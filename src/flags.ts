@@ -162,6 +162,15 @@ function levelFromKlog(verbosity: number | undefined, args: readonly string[], e
   return klogLevel(verbosity);
 }
 
+/** The variables the API client (and the log format's "auto") read, taken once from env. */
+export function kubeEnvOf(env: NodeJS.ProcessEnv): KubeEnv {
+  return {
+    KUBECONFIG: env['KUBECONFIG'],
+    KUBERNETES_SERVICE_HOST: env['KUBERNETES_SERVICE_HOST'],
+    KUBERNETES_SERVICE_PORT: env['KUBERNETES_SERVICE_PORT'],
+  };
+}
+
 /** Parses argv (without node and script) and env; throws an Error with a one-line message on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Options {
   const klog = extractKlogFlags(argv);
@@ -218,11 +227,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     jobImage: env['JOB_CONTAINER_IMAGE'] ?? '',
     kubeconfig: env['KUBECONFIG'] ?? '',
     podName: env['MY_POD_NAME'] ?? '',
-    kubeEnv: {
-      KUBECONFIG: env['KUBECONFIG'],
-      KUBERNETES_SERVICE_HOST: env['KUBERNETES_SERVICE_HOST'],
-      KUBERNETES_SERVICE_PORT: env['KUBERNETES_SERVICE_PORT'],
-    },
+    kubeEnv: kubeEnvOf(env),
     help: values.help,
     version: values.version,
   };

@@ -27,7 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay, KeyedBackoff } from './util/backoff.ts';
 import { parseCli, runCli, runDaemon } from './util/daemon.ts';
 import { createLogger, type Logger } from './util/log.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from './util/version.ts';
 import { ConfigWatcher } from './watcher/config-watcher.ts';
 
 /** Fetches this node, retrying with backoff until it succeeds or the signal aborts (a dead API server is waited out). */
@@ -170,7 +170,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli('local-volume-provisioner', argv, (a) => parseOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, env: opts.kubeEnv });
   if (opts.ignoredKlogFlags.length > 0) {
     logger.warn(
       { flags: opts.ignoredKlogFlags },

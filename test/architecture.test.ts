@@ -24,6 +24,22 @@ function importGraph(): Map<string, string[]> {
 
 const folder = (mod: string): string => mod.split('/')[0] ?? mod;
 
+/** Every cycle a depth-first walk of the graph meets, as "a -> b -> a". */
+function findCycles(graph: ReadonlyMap<string, Iterable<string>>): string[] {
+  const state = new Map<string, 'open' | 'done'>();
+  const cycles: string[] = [];
+  const visit = (node: string, path: string[]): void => {
+    state.set(node, 'open');
+    for (const dep of graph.get(node) ?? []) {
+      if (state.get(dep) === 'open') cycles.push([...path.slice(path.indexOf(dep)), dep].join(' -> '));
+      else if (!state.has(dep) && graph.has(dep)) visit(dep, [...path, dep]);
+    }
+    state.set(node, 'done');
+  };
+  for (const node of graph.keys()) if (!state.has(node)) visit(node, [node]);
+  return cycles;
+}
+
 describe('src/ import graph', () => {
   const graph = importGraph();
 
@@ -41,18 +57,30 @@ describe('src/ import graph', () => {
   });
 
   it('has no import cycle between modules', () => {
-    const state = new Map<string, 'open' | 'done'>();
-    const cycles: string[] = [];
-    const visit = (mod: string, path: string[]): void => {
-      state.set(mod, 'open');
-      for (const dep of graph.get(mod) ?? []) {
-        if (state.get(dep) === 'open') cycles.push([...path.slice(path.indexOf(dep)), dep].join(' -> '));
-        else if (!state.has(dep) && graph.has(dep)) visit(dep, [...path, dep]);
-      }
-      state.set(mod, 'done');
-    };
-    for (const mod of graph.keys()) if (!state.has(mod)) visit(mod, [mod]);
-    expect(cycles).toEqual([]);
+    expect(findCycles(graph)).toEqual([]);
+  });
+
+  it('has no import cycle between folders (a root module counts as a folder of its own)', () => {
+    const folders = new Map<string, Set<string>>();
+    for (const [mod, deps] of graph) {
+      const from = folder(mod);
+      const to = folders.get(from) ?? new Set<string>();
+      for (const dep of deps) if (folder(dep) !== from) to.add(folder(dep));
+      folders.set(from, to);
+    }
+    expect(findCycles(folders)).toEqual([]);
+  });
+
+  it('reads process.env only in the flags module of each binary', () => {
+    const readers = [...graph.keys()].filter((mod) => /\bprocess\.env\b/.test(readFileSync(join(SRC, mod), 'utf8'))).sort();
+    expect(readers).toEqual(['flags.ts', 'node-cleanup/flags.ts']);
+  });
+
+  it('waits with node:timers/promises, not a hand-made Promise around setTimeout', () => {
+    // A cancellable sleep is `setTimeout(ms, undefined, { signal })` from node:timers/promises.
+    const HAND_MADE_SLEEP = /new Promise(?:<[^>]*>)?\(\((?:resolve|res)\b[\s\S]{0,300}?\bsetTimeout\(/;
+    const sleepers = [...graph.keys()].filter((mod) => HAND_MADE_SLEEP.test(readFileSync(join(SRC, mod), 'utf8')));
+    expect(sleepers).toEqual([]);
   });
 
   it('spells the hostname label once', () => {

@@ -1,13 +1,15 @@
 // Command testplane is a multi-call binary holding the parts of a real Kubernetes
 // control plane that the e2e tests need: embedded etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler. Exactly one component runs per process; the
-// TypeScript harness (e2e/harness) starts each one as its own child process.
+// kube-controller-manager, kube-scheduler, and the kubelet of the real node (e2e/harness/node.ts).
+// Exactly one component runs per process; the TypeScript harness (e2e/harness) starts each one as
+// its own child process.
 //
-// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version> [flags]
+// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|version> [flags]
 // A symlink named after a component works too (argv[0] dispatch).
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,14 +28,15 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const components = "etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version"
+const components = "etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|version"
 
 func main() {
 	component, args := filepath.Base(os.Args[0]), os.Args[1:]
 	switch component {
-	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet":
 	default:
 		if len(args) == 0 {
 			fmt.Fprintf(os.Stderr, "usage: %s <%s> [flags]\n", component, components)
@@ -56,6 +59,11 @@ func main() {
 		os.Exit(cli.Run(cmd))
 	case "kube-scheduler":
 		cmd := scheduler.NewSchedulerCommand()
+		cmd.SetArgs(args)
+		os.Exit(cli.Run(cmd))
+	case "kubelet":
+		// 1.36 takes a context; the kubelet also stops on SIGTERM (see exitWithParent).
+		cmd := kubelet.NewKubeletCommand(context.Background())
 		cmd.SetArgs(args)
 		os.Exit(cli.Run(cmd))
 	case "version":

@@ -20,15 +20,19 @@ export const kubernetesVersion = 'v1.36.3';
 /** Oldest Go that builds k8s.io/kubernetes v1.36 (its go.mod says `go 1.26.0`). */
 export const minimumGo = { major: 1, minor: 26 } as const;
 
-export interface BuildOptions {
+/** The options every cached Go binary takes. */
+export interface GoBuildOptions {
   /** Progress messages (default: console.log). */
   readonly log?: (msg: string) => void;
-  /** Go module dir (default: e2e/controlplane). */
-  readonly sourceDir?: string;
   /** Cache root (default: $LSP_CACHE_DIR or ~/.cache/local-static-provisioner). */
   readonly cacheDir?: string;
   /** The go command (default: `go` from PATH). */
   readonly goBinary?: string;
+}
+
+export interface BuildOptions extends GoBuildOptions {
+  /** Go module dir (default: e2e/controlplane). */
+  readonly sourceDir?: string;
   /** Show progress as one line rewritten in place (default: stderr is a terminal); otherwise `log` every 30 s. */
   readonly tty?: boolean;
 }
@@ -110,49 +114,81 @@ export function buildLdflags(version: string = kubernetesVersion): string {
   ].join(' ');
 }
 
+export interface CachedGoBinary {
+  /** What is built, the prefix of the log lines ("control plane", "helm", "kustomize"). */
+  readonly name: string;
+  /** Where the binary lives in the cache (its path names the stamp or version it was built from). */
+  readonly target: string;
+  /** Checks go, returning `go version` (default: checkGo(goBinary)). */
+  readonly checkGo?: (goBinary: string) => Promise<string>;
+  /** The "building" log line, given the go version. */
+  readonly building: (goVersion: string) => string;
+  /** Builds the binary into the (empty, private) dir `tmpDir`; returns the path of the file it wrote there. */
+  readonly build: (tmpDir: string, goBinary: string, log: (msg: string) => void) => Promise<string>;
+}
+
+/**
+ * The one "cached Go binary" routine: returns `target` when it is an executable, else checks go, builds into a
+ * private temp dir next to `target`, and renames the result into place (atomic: a concurrent reader sees no
+ * binary or a complete one). The temp dir is removed whatever happens, so a failed build leaves nothing behind.
+ */
+export async function ensureCachedGoBinary(opts: GoBuildOptions, spec: CachedGoBinary): Promise<string> {
+  const { target } = spec;
+  if (await isExecutable(target)) return target;
+  const log = opts.log ?? ((msg: string) => console.log(msg));
+  const goBinary = opts.goBinary ?? 'go';
+  const goVersion = await (spec.checkGo ?? checkGo)(goBinary);
+  await mkdir(dirname(target), { recursive: true });
+  const tmpDir = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  await mkdir(tmpDir);
+  log(spec.building(goVersion));
+  const started = performance.now();
+  try {
+    const built = await spec.build(tmpDir, goBinary, log);
+    await chmod(built, 0o755);
+    await rename(built, target);
+  } finally {
+    await rm(tmpDir, { recursive: true, force: true });
+  }
+  log(`${spec.name}: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${target}`);
+  return target;
+}
+
 /**
  * Returns the path of an up-to-date `testplane` binary, building it when missing or stale.
  * A cold build takes tens of minutes; a warm one (Go build cache filled) a few.
  */
 export async function ensureControlPlaneBinary(opts: BuildOptions = {}): Promise<string> {
-  const log = opts.log ?? ((msg: string) => console.log(msg));
   const sourceDir = opts.sourceDir ?? controlPlaneSourceDir;
   const stamp = await sourceStamp(sourceDir);
   const target = binaryPathFor(stamp, opts.cacheDir ?? defaultCacheDir());
-  if (await isExecutable(target)) return target;
-
-  const goBinary = opts.goBinary ?? 'go';
-  const goVersion = await checkGo(goBinary);
-  await mkdir(dirname(target), { recursive: true });
-  const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  log(`control plane: building ${target} with ${goVersion} (stamp ${stamp}; a cold build takes 10-30 min)`);
-  const started = performance.now();
-  const progress = new BuildProgress(started);
-  const sink = progressSink({ tty: opts.tty ?? process.stderr.isTTY === true, write: (t) => process.stderr.write(t), log });
-  const lister = countStalePackages(goBinary, sourceDir);
-  lister.count.then(
-    (n) => {
-      progress.total = n;
-      sink.update(progress);
+  return ensureCachedGoBinary(opts, {
+    name: 'control plane',
+    target,
+    building: (goVersion) => `control plane: building ${target} with ${goVersion} (stamp ${stamp}; a cold build takes 10-30 min)`,
+    build: async (tmpDir, goBinary, log) => {
+      const out = join(tmpDir, 'testplane');
+      const progress = new BuildProgress(performance.now());
+      const sink = progressSink({ tty: opts.tty ?? process.stderr.isTTY === true, write: (t) => process.stderr.write(t), log });
+      const lister = countStalePackages(goBinary, sourceDir);
+      lister.count.then(
+        (n) => {
+          progress.total = n;
+          sink.update(progress);
+        },
+        () => undefined, // no total: progress shows the count alone
+      );
+      try {
+        await runGoBuild(goBinary, sourceDir, out, (line) => {
+          if (progress.line(line)) sink.update(progress);
+        });
+      } finally {
+        lister.stop();
+        sink.end();
+      }
+      return out;
     },
-    () => undefined, // no total: progress shows the count alone
-  );
-  try {
-    await runGoBuild(goBinary, sourceDir, tmp, (line) => {
-      if (progress.line(line)) sink.update(progress);
-    });
-    await chmod(tmp, 0o755);
-    await rename(tmp, target); // atomic: a concurrent reader sees no binary or a complete one
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  } finally {
-    lister.stop();
-    sink.end();
-  }
-  const secs = ((performance.now() - started) / 1000).toFixed(1);
-  log(`control plane: built in ${secs} s -> ${target}`);
-  return target;
+  });
 }
 
 /** Environment of every `go` run: static binary, the installed toolchain only, no go.work. */

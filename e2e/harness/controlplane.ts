@@ -51,6 +51,12 @@ export interface ControlPlaneOptions {
    * Nodes are only schedulable once Ready and untainted (see markNodeReady in node-agent.ts).
    */
   readonly scheduler?: boolean;
+  /**
+   * Run every KCM controller (`--controllers=*`, default false: kcmControllers only), as a real
+   * node needs: DaemonSets, the node lifecycle (taints), kube-root-ca.crt and token volumes, pod GC.
+   * Only for a control plane of its own: node lifecycle would taint the node-agent tests' Nodes.
+   */
+  readonly allControllers?: boolean;
   /** Per-component readiness timeout in ms (default 120 s). */
   readonly readyTimeoutMs?: number;
   /** Extra flags per component, appended last (tests use this to break one). */
@@ -561,7 +567,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
             `--authentication-kubeconfig=${adminKubeconfig}`,
             `--authorization-kubeconfig=${adminKubeconfig}`,
             '--leader-elect=false',
-            `--controllers=${kcmControllers.join(',')}`,
+            ...(opts.allControllers === true
+              ? [
+                  '--controllers=*',
+                  `--root-ca-file=${caFile}`, // published as kube-root-ca.crt, mounted in token volumes
+                  `--service-account-private-key-file=${saKey}`,
+                  `--flex-volume-plugin-dir=${join(dir, 'flexvolume')}`, // default is under /usr/libexec
+                ]
+              : [`--controllers=${kcmControllers.join(',')}`]),
             '--pvclaimbinder-sync-period=1s',
             '--bind-address=127.0.0.1',
             `--secure-port=${port}`,

@@ -1,11 +1,11 @@
 // Tests of the harness's own logic: Go detection, the source stamp and binary cache, the build
 // itself (on a tiny Go module), the node agent's pod matching and status, waitFor.
-import { access, chmod, copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { access, copyFile, readdir, writeFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs, writeExecutable } from './test-files.ts';
 import {
   binaryPathFor,
   buildLdflags,
@@ -19,21 +19,10 @@ import { freePort, tailFile } from './controlplane.ts';
 import { waitFor } from './kube.ts';
 import { claimWriter, podTargetsNode, readyNodeStatus, terminatedStatus } from './node-agent.ts';
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), 'lsp-harness-test-'));
-  dirs.push(d);
-  return d;
-}
-afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
-});
+const tempDir = useTempDirs('lsp-harness-test-');
 
-async function fakeGo(dir: string, versionLine: string): Promise<string> {
-  const path = join(dir, 'go');
-  await writeFile(path, `#!/bin/sh\necho "${versionLine}"\n`);
-  await chmod(path, 0o755);
-  return path;
+function fakeGo(dir: string, versionLine: string): Promise<string> {
+  return writeExecutable(join(dir, 'go'), `#!/bin/sh\necho "${versionLine}"\n`);
 }
 
 describe('Go toolchain check', () => {
@@ -86,9 +75,7 @@ describe('source stamp and binary cache', () => {
   it('reuses a cached binary without touching go', async () => {
     const cache = await tempDir();
     const target = binaryPathFor(await sourceStamp(), cache);
-    await mkdir(join(target, '..'), { recursive: true });
-    await writeFile(target, '#!/bin/sh\n');
-    await chmod(target, 0o755);
+    await writeExecutable(target, '#!/bin/sh\n');
     const logs: string[] = [];
     const got = await ensureControlPlaneBinary({ cacheDir: cache, goBinary: '/nonexistent/go', log: (m) => logs.push(m) });
     expect(got).toBe(target);

@@ -1,21 +1,13 @@
 // The helm CLI the chart tests use (e2e/harness/helm.ts): version pinned by e2e/helm/go.mod,
 // cached per version, built with `go build` when missing.
 import { execFileSync } from 'node:child_process';
-import { access, chmod, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs, writeExecutable } from './test-files.ts';
 import { ensureHelmBinary, helmModuleDir, helmPathFor, helmVersion } from './helm.ts';
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), 'lsp-helm-build-test-'));
-  dirs.push(d);
-  return d;
-}
-afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
-});
+const tempDir = useTempDirs('lsp-helm-build-test-');
 
 describe('helm CLI build and cache', () => {
   it('reads the pinned version from e2e/helm/go.mod, and refuses a go.mod without helm', async () => {
@@ -29,9 +21,7 @@ describe('helm CLI build and cache', () => {
     const cache = await tempDir();
     const target = helmPathFor('v3.22.0', cache);
     expect(target).toBe(join(cache, 'helm', 'v3.22.0', 'helm'));
-    await mkdir(join(target, '..'), { recursive: true });
-    await writeFile(target, '#!/bin/sh\n');
-    await chmod(target, 0o755);
+    await writeExecutable(target, '#!/bin/sh\n');
     const logs: string[] = [];
     expect(await ensureHelmBinary({ cacheDir: cache, goBinary: '/nonexistent/go', log: (m) => logs.push(m) })).toBe(target);
     expect(logs).toEqual([]);

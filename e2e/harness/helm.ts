@@ -3,11 +3,10 @@
 //   ${LSP_CACHE_DIR:-$HOME/.cache/local-static-provisioner}/helm/<version>/helm
 // No download of a release binary: the module proxy and the Go build cache are all it needs.
 import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkGo, defaultCacheDir, goEnv, isExecutable } from './build.ts';
+import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv, type GoBuildOptions } from './build.ts';
 
 /** The tools module that pins helm (e2e/helm/go.mod). */
 export const helmModuleDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'helm');
@@ -26,38 +25,28 @@ export function helmPathFor(version: string, cacheDir: string = defaultCacheDir(
   return join(cacheDir, 'helm', version, 'helm');
 }
 
-export interface HelmBuildOptions {
-  readonly log?: (msg: string) => void;
+export interface HelmBuildOptions extends GoBuildOptions {
+  /** The tools module (default: e2e/helm). */
   readonly moduleDir?: string;
-  readonly cacheDir?: string;
-  readonly goBinary?: string;
 }
 
 /** Returns the path of the cached helm binary, building it when missing (cold: minutes; warm: seconds). */
 export async function ensureHelmBinary(opts: HelmBuildOptions = {}): Promise<string> {
-  const log = opts.log ?? ((msg: string) => console.log(msg));
   const moduleDir = opts.moduleDir ?? helmModuleDir;
   const version = await helmVersion(moduleDir);
   const target = helmPathFor(version, opts.cacheDir ?? defaultCacheDir());
-  if (await isExecutable(target)) return target;
-
-  const goBinary = opts.goBinary ?? 'go';
-  const goVersion = await checkGo(goBinary, `helm for the chart tests (${moduleDir})`);
-  await mkdir(dirname(target), { recursive: true });
-  const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  log(`helm: building ${version} into ${target} with ${goVersion}`);
-  const started = performance.now();
-  const ldflags = `-s -w -X ${HELM_MODULE}/internal/version.version=${version}`;
-  try {
-    await run(goBinary, ['build', '-trimpath', '-ldflags', ldflags, '-o', tmp, `${HELM_MODULE}/cmd/helm`], moduleDir);
-    await chmod(tmp, 0o755);
-    await rename(tmp, target); // atomic: a concurrent reader sees no binary or a complete one
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  log(`helm: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${target}`);
-  return target;
+  return ensureCachedGoBinary(opts, {
+    name: 'helm',
+    target,
+    checkGo: (goBinary) => checkGo(goBinary, `helm for the chart tests (${moduleDir})`),
+    building: (goVersion) => `helm: building ${version} into ${target} with ${goVersion}`,
+    build: async (tmpDir, goBinary) => {
+      const out = join(tmpDir, 'helm');
+      const ldflags = `-s -w -X ${HELM_MODULE}/internal/version.version=${version}`;
+      await run(goBinary, ['build', '-trimpath', '-ldflags', ldflags, '-o', out, `${HELM_MODULE}/cmd/helm`], moduleDir);
+      return out;
+    },
+  });
 }
 
 function run(cmd: string, args: readonly string[], cwd: string): Promise<void> {

@@ -8,7 +8,7 @@
 //     downloads/, tmp/, lock/                  npm tarball, scratch, one build at a time
 // The image reference is docker.io/library/local-static-provisioner:<first 12 hex of the hash>; the hash
 // covers the Dockerfile, .dockerignore, package.json, package-lock.json, tsconfig*.json, src/,
-// deployment/scripts/ and the base image's hash.
+// scripts/bundle.ts, deployment/scripts/ and the base image's hash.
 import { createHash } from 'node:crypto';
 import { access, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -32,6 +32,7 @@ export const IMAGE_INPUTS: readonly string[] = Object.freeze([
   'tsconfig.json',
   'tsconfig.build.json',
   'src',
+  'scripts/bundle.ts',
   'deployment/scripts',
 ]);
 

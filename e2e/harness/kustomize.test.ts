@@ -1,40 +1,28 @@
 // Tests of the kustomize binary cache (e2e/harness/kustomize.ts) with a fake `go`: reuse without go,
 // `go install <module>@<version>` into the version dir with nothing left behind, failures in one message.
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs, writeExecutable } from './test-files.ts';
 import { ensureKustomizeBinary, kustomizeBuild, kustomizeModule, kustomizePathFor, kustomizeVersion } from './kustomize.ts';
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), 'lsp-kustomize-test-'));
-  dirs.push(d);
-  return d;
-}
-afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
-});
+const tempDir = useTempDirs('lsp-kustomize-test-');
 
 /** A `go` that reports 1.26 and, for `install`, writes a kustomize script into $GOBIN and logs its args (or fails). */
-async function fakeGo(dir: string, install: 'ok' | 'fail'): Promise<string> {
+function fakeGo(dir: string, install: 'ok' | 'fail'): Promise<string> {
   const path = join(dir, 'go');
   const installPart =
     install === 'ok'
       ? `echo "$@" > "${dir}/install-args"; printf '#!/bin/sh\\necho fake kustomize "$@"\\n' > "$GOBIN/kustomize"; chmod 755 "$GOBIN/kustomize"`
       : `echo "go: module lookup disabled by GOPROXY=off" >&2; exit 1`;
-  await writeFile(path, `#!/bin/sh\nif [ "$1" = version ]; then echo "go version go1.26.8 linux/amd64"; exit 0; fi\n${installPart}\n`);
-  await chmod(path, 0o755);
-  return path;
+  return writeExecutable(path, `#!/bin/sh\nif [ "$1" = version ]; then echo "go version go1.26.8 linux/amd64"; exit 0; fi\n${installPart}\n`);
 }
 
 describe('kustomize binary cache', () => {
   it('reuses a cached binary without touching go', async () => {
     const cache = await tempDir();
     const target = kustomizePathFor(kustomizeVersion, cache);
-    await mkdir(join(target, '..'), { recursive: true });
-    await writeFile(target, '#!/bin/sh\n');
-    await chmod(target, 0o755);
+    await writeExecutable(target, '#!/bin/sh\n');
     const logs: string[] = [];
     expect(await ensureKustomizeBinary({ cacheDir: cache, goBinary: '/nonexistent/go', log: (m) => logs.push(m) })).toBe(target);
     expect(logs).toEqual([]);
@@ -75,8 +63,7 @@ describe('kustomize binary cache', () => {
   it('kustomize build errors carry kustomize\'s message', async () => {
     const bin = await tempDir();
     const k = join(bin, 'kustomize');
-    await writeFile(k, '#!/bin/sh\necho "Error: no kustomization file in $2" >&2\nexit 1\n');
-    await chmod(k, 0o755);
+    await writeExecutable(k, '#!/bin/sh\necho "Error: no kustomization file in $2" >&2\nexit 1\n');
     await expect(kustomizeBuild(k, '/x')).rejects.toThrow('kustomize build /x failed: Error: no kustomization file in /x');
   });
 });

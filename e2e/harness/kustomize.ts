@@ -2,22 +2,14 @@
 // kustomizations with it (what `kubectl kustomize` / `kubectl apply -k` do). kubectl is not needed.
 //   ${LSP_CACHE_DIR:-$HOME/.cache/local-static-provisioner}/kustomize/<version>/kustomize
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkGo, defaultCacheDir, goEnv, isExecutable } from './build.ts';
+import { checkGo, defaultCacheDir, ensureCachedGoBinary, goEnv, type GoBuildOptions } from './build.ts';
 
 /** The Go module kustomize is installed from, and its pinned version (the one docs/deployment.md checks with). */
 export const kustomizeModule = 'sigs.k8s.io/kustomize/kustomize/v5';
 export const kustomizeVersion = 'v5.8.2';
 
-export interface KustomizeBuildOptions {
-  /** Progress messages (default: console.log). */
-  readonly log?: (msg: string) => void;
-  /** Cache root (default: $LSP_CACHE_DIR or ~/.cache/local-static-provisioner). */
-  readonly cacheDir?: string;
-  /** The go command (default: `go` from PATH). */
-  readonly goBinary?: string;
+export interface KustomizeBuildOptions extends GoBuildOptions {
   /** Module version (default: kustomizeVersion). */
   readonly version?: string;
 }
@@ -32,34 +24,26 @@ export function kustomizePathFor(version: string = kustomizeVersion, cacheDir: s
  * module proxy) into a temp dir and renaming it into place when it is missing. A cold build takes a few minutes.
  */
 export async function ensureKustomizeBinary(opts: KustomizeBuildOptions = {}): Promise<string> {
-  const log = opts.log ?? ((msg: string) => console.log(msg));
   const version = opts.version ?? kustomizeVersion;
   const target = kustomizePathFor(version, opts.cacheDir ?? defaultCacheDir());
-  if (await isExecutable(target)) return target;
-
-  const goBinary = opts.goBinary ?? 'go';
-  const goVersion = await checkGo(goBinary).catch((err: unknown) => {
-    throw new Error(`building kustomize ${version} (${kustomizeModule}) needs the same Go: ${(err as Error).message}`, { cause: err });
+  return ensureCachedGoBinary(opts, {
+    name: 'kustomize',
+    target,
+    checkGo: (goBinary) =>
+      checkGo(goBinary).catch((err: unknown) => {
+        throw new Error(`building kustomize ${version} (${kustomizeModule}) needs the same Go: ${(err as Error).message}`, { cause: err });
+      }),
+    building: (goVersion) => `kustomize: building ${kustomizeModule}@${version} with ${goVersion} into ${target} (a cold build takes a few minutes)`,
+    build: (tmpDir, goBinary) =>
+      new Promise<string>((res, rej) => {
+        execFile(
+          goBinary,
+          ['install', '-trimpath', '-ldflags', '-s -w', `${kustomizeModule}@${version}`],
+          { cwd: tmpDir, env: { ...goEnv(), GOBIN: tmpDir, GOFLAGS: '-mod=mod' }, maxBuffer: 16 * 1024 * 1024 },
+          (err, _stdout, stderr) => (err ? rej(new Error(`go install ${kustomizeModule}@${version} failed: ${stderr.trim() || err.message}`)) : res(join(tmpDir, 'kustomize'))),
+        );
+      }),
   });
-  const tmpDir = join(target, '..', `tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
-  await mkdir(tmpDir, { recursive: true });
-  log(`kustomize: building ${kustomizeModule}@${version} with ${goVersion} into ${target} (a cold build takes a few minutes)`);
-  const started = performance.now();
-  try {
-    await new Promise<void>((res, rej) => {
-      execFile(
-        goBinary,
-        ['install', '-trimpath', '-ldflags', '-s -w', `${kustomizeModule}@${version}`],
-        { cwd: tmpDir, env: { ...goEnv(), GOBIN: tmpDir, GOFLAGS: '-mod=mod' }, maxBuffer: 16 * 1024 * 1024 },
-        (err, _stdout, stderr) => (err ? rej(new Error(`go install ${kustomizeModule}@${version} failed: ${stderr.trim() || err.message}`)) : res()),
-      );
-    });
-    await rename(join(tmpDir, 'kustomize'), target); // atomic: a concurrent reader sees no binary or a complete one
-  } finally {
-    await rm(tmpDir, { recursive: true, force: true });
-  }
-  log(`kustomize: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${target}`);
-  return target;
 }
 
 /** `kustomize build <dir>`: the rendered multi-document YAML. Throws with kustomize's own message on failure. */

@@ -1,5 +1,6 @@
 // Process helpers for e2e tests.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 /** PIDs whose full command line contains `pattern` (pgrep -f), minus this process. */
 export function pgrep(pattern: string): number[] {
@@ -43,4 +44,22 @@ export function runNodeScript(script: string, args: readonly string[], env: Reco
       return exited;
     },
   };
+}
+
+/**
+ * Whether `pid` runs: it exists and is not a zombie (an orphan's zombie stays until the init
+ * process reaps it, which on some hosts takes a while).
+ */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
 }

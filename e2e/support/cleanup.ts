@@ -3,7 +3,8 @@
 // in place and reports restartCount, as a kubelet does, so the real job
 // controller fails the Job after backoffLimit restarts without its 10 s/20 s/40 s
 // pod re-creation backoff), process lookups (pgrep, zombies), block-device
-// reads/writes and shell-script fixtures.
+// reads/writes and shell-script fixtures; startDaemon, the provisioner start-up
+// fixture (config files in the host fixture, a free port, 1 s periods) most e2e files share.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CoreV1Event, type
 import { inject } from 'vitest';
 import { freePort } from '../harness/controlplane.ts';
 import { apiStatus, waitFor } from '../harness/kube.ts';
-import type { RunResult } from '../harness/node-agent.ts';
+import { createNode, type RunResult } from '../harness/node-agent.ts';
 import type { HostFixtures } from './host.ts';
 import { readPV, waitPV, waitPVGone } from './hot-reload.ts';
 import { startProvisioner, type ProvisionerProcess } from './provisioner.ts';
@@ -264,6 +265,13 @@ export async function releaseAndRediscover(core: CoreV1Api, namespace: string, p
     },
     { what: `the rediscovered PV ${name} to be Available` },
   );
+}
+
+/** The cluster side of a deleter test: its Node, its namespace and one Immediate StorageClass per name. */
+export async function createDeleterCluster(core: CoreV1Api, storage: StorageV1Api, o: { node: string; ns: string; classes: readonly string[] }): Promise<void> {
+  await createNode(core, o.node);
+  await core.createNamespace({ body: { metadata: { name: o.ns } } });
+  for (const c of o.classes) await createImmediateClass(storage, c);
 }
 
 /** Writes the config files into host/<dirName> and starts the daemon on it as the provisioner identity (or `kubeconfig`'s). */

@@ -1,6 +1,8 @@
 // Real host fixtures for e2e tests: tmpfs mounts, loop devices, symlinks, all
 // under one temp root. cleanup() undoes exactly what this object created
-// (unmount, losetup -d, rm -rf), also after a failed test.
+// (unmount, losetup -d, rm -rf), also after a failed test. The root is made on
+// first use, not by the constructor: a describe body runs (to collect its tests)
+// even when `-t` filters all of them out, and then its hooks, which clean up, do not.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,12 +11,18 @@ import { join } from 'node:path';
 const sh = (cmd: string, args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
 export class HostFixtures {
-  readonly root: string;
+  readonly #prefix: string;
+  #root: string | undefined;
   readonly #mounts: string[] = [];
   readonly #loops: string[] = [];
 
   constructor(prefix = 'lsp-e2e-') {
-    this.root = mkdtempSync(join(tmpdir(), prefix));
+    this.#prefix = prefix;
+  }
+
+  /** The temp root (made by the first call: call it from a hook or a test, not from a describe body). */
+  get root(): string {
+    return (this.#root ??= mkdtempSync(join(tmpdir(), this.#prefix)));
   }
 
   path(...parts: string[]): string {
@@ -77,7 +85,8 @@ export class HostFixtures {
       }
     }
     this.#loops.length = 0;
-    rmSync(this.root, { recursive: true, force: true });
+    if (this.#root !== undefined) rmSync(this.#root, { recursive: true, force: true });
+    this.#root = undefined;
   }
 }
 

@@ -68,14 +68,15 @@ export async function startTestProvisioner(
   return startProvisioner({ configDir, nodeName, kubeconfig, port: await freePort(), logFile: host.path('provisioner.log'), args, ...(env ? { env } : {}) });
 }
 
-/** Creates a StorageClass for static local volumes (reclaim Delete, WaitForFirstConsumer). */
-export async function createLocalStorageClass(storage: StorageV1Api, name: string): Promise<void> {
+/** Creates a StorageClass for static local volumes (reclaim Delete, WaitForFirstConsumer), with these mountOptions if given. */
+export async function createLocalStorageClass(storage: StorageV1Api, name: string, mountOptions?: readonly string[]): Promise<void> {
   await storage.createStorageClass({
     body: {
       metadata: { name },
       provisioner: 'kubernetes.io/no-provisioner',
       volumeBindingMode: 'WaitForFirstConsumer',
       reclaimPolicy: 'Delete',
+      ...(mountOptions ? { mountOptions: [...mountOptions] } : {}),
     },
   });
 }

@@ -36,11 +36,16 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** --log-level to pass (default debug); null passes none (e.g. to let -v decide). */
   logLevel?: string | null;
+  /** Entry point to run (default src/main.ts; the footprint bench runs the built dist/main.js). */
+  script?: string;
+  /** Node options before the script (e.g. the image's ENTRYPOINT flags). */
+  nodeArgs?: readonly string[];
 }
 
 export function startProvisioner(o: StartOptions): ProvisionerProcess {
   return startDaemonProcess({
-    script: join(repo, 'src', 'main.ts'),
+    script: o.script ?? join(repo, 'src', 'main.ts'),
+    nodeArgs: o.nodeArgs ?? [],
     args: [
       `--config-dir=${o.configDir}`,
       `--listen-address=127.0.0.1:${o.port}`,
@@ -64,6 +69,7 @@ export function startProvisioner(o: StartOptions): ProvisionerProcess {
 export function startNodeCleanup(o: { kubeconfig: string; port: number; logFile: string; args: readonly string[] }): ProvisionerProcess {
   return startDaemonProcess({
     script: join(repo, 'src', 'node-cleanup', 'main.ts'),
+    nodeArgs: [],
     args: [`--kubeconfig=${o.kubeconfig}`, `--listen-address=127.0.0.1:${o.port}`, '--log-level=debug', ...o.args],
     env: {},
     port: o.port,
@@ -72,9 +78,16 @@ export function startNodeCleanup(o: { kubeconfig: string; port: number; logFile:
 }
 
 /** Runs `node <script> <args>` with only PATH and `env` in its environment, logs appended to logFile. */
-function startDaemonProcess(o: { script: string; args: readonly string[]; env: Record<string, string>; port: number; logFile: string }): ProvisionerProcess {
+function startDaemonProcess(o: {
+  script: string;
+  nodeArgs: readonly string[];
+  args: readonly string[];
+  env: Record<string, string>;
+  port: number;
+  logFile: string;
+}): ProvisionerProcess {
   const out = createWriteStream(o.logFile, { flags: 'a' });
-  const child = spawn(process.execPath, [o.script, ...o.args], {
+  const child = spawn(process.execPath, [...o.nodeArgs, o.script, ...o.args], {
     cwd: repo,
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -224,6 +224,9 @@ export async function startController(
       unsubscribe();
       await jobController.stop();
       await deleter.stop();
+      // At process shutdown its in-process cleans were aborted (pc.shutdown): wait until they have
+      // ended, so no cleaner outlives the daemon and each abort is logged. (On a reload they go on.)
+      if (pc.shutdown.aborted) await deleter.idle();
       pvCache.close();
       log.info('Controller stopped');
     },

@@ -20,6 +20,7 @@
 // - lastKnownClasses: every storage class ever applied, with its latest
 //   settings, so Released PVs of a class removed from the config can still be
 //   cleaned with the settings it last had.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { backoffDelay, type BackoffOptions } from '../util/backoff.ts';
 import type { WatchResult } from '../watcher/config-watcher.ts';
@@ -79,7 +80,8 @@ export class Supervisor {
   #latest: WatchResult | undefined;
   #loop: Promise<void> | undefined;
   #waiters: (() => void)[] = [];
-  #wake: (() => void) | undefined;
+  /** Aborted to wake the retry backoff early (a new result, or stop()). */
+  #wake: AbortController | undefined;
   #stopped = false;
   readonly #abort = new AbortController();
   #stopping: Promise<void> | undefined;
@@ -117,7 +119,7 @@ export class Supervisor {
     if (this.#stopped) return Promise.resolve();
     this.#latest = res;
     const done = new Promise<void>((resolve) => this.#waiters.push(resolve));
-    this.#wake?.();
+    this.#wake?.abort();
     this.#kick();
     return done;
   }
@@ -139,7 +141,7 @@ export class Supervisor {
       this.#stopped = true;
       this.#latest = undefined;
       this.#abort.abort();
-      this.#wake?.();
+      this.#wake?.abort();
       await this.#loop;
       const r = this.#running;
       this.#running = undefined;
@@ -235,21 +237,13 @@ export class Supervisor {
     }
   }
 
-  #backoff(attempt: number): Promise<void> {
-    const ms = backoffDelay(this.#retry, attempt);
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = () => {
-        this.#wake = undefined;
-        done();
-      };
-    }).finally(() => {
-      this.#wake = undefined;
-    });
+  async #backoff(attempt: number): Promise<void> {
+    const wake = (this.#wake = new AbortController());
+    try {
+      await sleep(backoffDelay(this.#retry, attempt), undefined, { signal: wake.signal }).catch(() => undefined);
+    } finally {
+      if (this.#wake === wake) this.#wake = undefined;
+    }
   }
 
   #releaseWaiters(): void {

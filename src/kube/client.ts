@@ -228,6 +228,12 @@ function deleteBody(opts: DeleteOptions | undefined): V1DeleteOptions | undefine
   };
 }
 
+/** A delete request: the object's name (and namespace), with a body only when options ask for one. */
+function deleteRequest<T extends { name: string; namespace?: string }>(target: T, opts: DeleteOptions | undefined): T & { body?: V1DeleteOptions } {
+  const body = deleteBody(opts);
+  return body ? { ...target, body } : target;
+}
+
 interface AnyList {
   items: unknown[];
   metadata?: V1ListMeta;
@@ -379,16 +385,12 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       call('create', 'persistentvolumes', () => core.createPersistentVolumeWithHttpInfo({ body: pv }, callOpts())),
 
     async deletePersistentVolume(name: string, d?: DeleteOptions): Promise<void> {
-      const body = deleteBody(d);
-      await call('delete', 'persistentvolumes', () =>
-        core.deletePersistentVolumeWithHttpInfo(body ? { name, body } : { name }, callOpts()),
-      );
+      await call('delete', 'persistentvolumes', () => core.deletePersistentVolumeWithHttpInfo(deleteRequest({ name }, d), callOpts()));
     },
 
     async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
-      const body = deleteBody(d);
       await call('delete', 'persistentvolumeclaims', () =>
-        core.deleteNamespacedPersistentVolumeClaimWithHttpInfo(body ? { name, namespace, body } : { name, namespace }, callOpts()),
+        core.deleteNamespacedPersistentVolumeClaimWithHttpInfo(deleteRequest({ name, namespace }, d), callOpts()),
       );
     },
 
@@ -396,10 +398,7 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       call('create', 'jobs', () => batch.createNamespacedJobWithHttpInfo({ namespace, body: job }, callOpts())),
 
     async deleteJob(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
-      const body = deleteBody(d);
-      await call('delete', 'jobs', () =>
-        batch.deleteNamespacedJobWithHttpInfo(body ? { name, namespace, body } : { name, namespace }, callOpts()),
-      );
+      await call('delete', 'jobs', () => batch.deleteNamespacedJobWithHttpInfo(deleteRequest({ name, namespace }, d), callOpts()));
     },
 
     createEvent: (namespace: string, ev: CoreV1Event): Promise<CoreV1Event> =>

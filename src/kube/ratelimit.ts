@@ -3,6 +3,8 @@
 // (`burst` tokens) and refills at `qps` tokens per second. Waiters reserve a
 // token in arrival order (the bucket may go negative), so they are served
 // first-come first-served without a queue.
+import { setTimeout as sleep } from 'node:timers/promises';
+
 export interface TokenBucketOptions {
   /** Tokens per second; <= 0, NaN or Infinity means unlimited. */
   readonly qps: number;
@@ -57,18 +59,13 @@ export class TokenBucket {
     this.#tokens -= 1;
     if (this.#tokens >= 0) return;
     const waitMs = Math.ceil((-this.#tokens / this.#qps) * 1000);
-    await new Promise<void>((resolve, reject) => {
-      const onAbort = (): void => {
-        clearTimeout(timer);
-        this.#tokens += 1;
-        reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
-      };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, waitMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    try {
+      await sleep(waitMs, undefined, { signal });
+    } catch (e) {
+      this.#tokens += 1;
+      if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('aborted');
+      throw e;
+    }
   }
 
   #refill(): void {

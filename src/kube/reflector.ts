@@ -3,6 +3,7 @@
 // gives up: it relists on 410, backs off with jitter on errors and on watches
 // that close too fast, restarts a watch that stalls (no event and no bookmark
 // for a while), and a throwing handler is logged and ignored.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { KubeMetrics } from '../metrics/metrics.ts';
 import { backoffDelay, type BackoffOptions } from '../util/backoff.ts';
@@ -387,17 +388,8 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
   }
 
   /** Sleeps, waking early (and clearing the timer) when the informer stops. */
-  #sleep(ms: number): Promise<void> {
-    const signal = this.#stop.signal;
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal.addEventListener('abort', done, { once: true });
-    });
+  async #sleep(ms: number): Promise<void> {
+    await sleep(ms, undefined, { signal: this.#stop.signal }).catch(() => undefined);
   }
 
   /** Races a request with stop(): a hung request must not keep stop() waiting. */

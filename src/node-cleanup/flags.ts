@@ -2,7 +2,7 @@
 // (cmd/node-cleanup) keep their names and defaults; the client rate limit, log
 // level and --version are ours. Like the provisioner, "-flag" works as well as "--flag".
 import { parseArgs } from 'node:util';
-import { DEFAULT_BURST, DEFAULT_QPS, goStyle, parseDur, parseLogFormat, parseLogLevel, parsePositiveInt } from '../flags.ts';
+import { DEFAULT_BURST, DEFAULT_QPS, goStyle, kubeEnvOf, parseDur, parseLogFormat, parseLogLevel, parsePositiveInt, type KubeEnv } from '../flags.ts';
 import { isDnsSubdomain } from '../config/names.ts';
 import type { LogFormat } from '../util/log.ts';
 
@@ -19,6 +19,8 @@ export interface NodeCleanupOptions {
   listenAddress: string;
   metricsPath: string;
   kubeconfig: string;
+  /** The variables the kubeconfig is loaded from (KUBECONFIG, KUBERNETES_SERVICE_HOST/PORT): this binary's only env reader is this file. */
+  kubeEnv: KubeEnv;
   kubeApiEndpoint: string;
   kubeApiQps: number;
   kubeApiBurst: number;
@@ -137,6 +139,7 @@ export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.Pro
     listenAddress: values['listen-address'],
     metricsPath,
     kubeconfig: values.kubeconfig || (env['KUBECONFIG'] ?? ''),
+    kubeEnv: kubeEnvOf(env),
     kubeApiEndpoint: endpoint(values['kube-api-endpoint']),
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),

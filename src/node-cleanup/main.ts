@@ -10,15 +10,16 @@ import { Readiness } from '../util/readiness.ts';
 import { parseCli, runCli, runDaemon, type StopFn } from '../util/daemon.ts';
 import { formatDuration } from '../util/duration.ts';
 import { createLogger, type Logger } from '../util/log.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../util/version.ts';
 import { NodeCleanupController } from './controller.ts';
+import type { KubeEnv } from '../flags.ts';
 import { HELP, parseNodeCleanupOptions, type NodeCleanupOptions } from './flags.ts';
 import { NodeCleanupMetrics } from './metrics.ts';
 
 const NAME = 'local-volume-node-cleanup';
 
 /** The kubeconfig (--kubeconfig, else KUBECONFIG, else in-cluster), with --kube-api-endpoint as the server URL when given. */
-export function nodeCleanupKubeConfig(opts: Pick<NodeCleanupOptions, 'kubeconfig' | 'kubeApiEndpoint'>, logger: Logger, env: NodeJS.ProcessEnv = process.env): KubeConfig {
+export function nodeCleanupKubeConfig(opts: Pick<NodeCleanupOptions, 'kubeconfig' | 'kubeApiEndpoint'>, logger: Logger, env: Partial<KubeEnv>): KubeConfig {
   const { KUBECONFIG: _ignored, ...rest } = env;
   const kc = loadKubeConfig(opts.kubeconfig ? { ...rest, KUBECONFIG: opts.kubeconfig } : rest);
   if (!opts.kubeApiEndpoint) return kc;
@@ -38,7 +39,7 @@ export function nodeCleanupKubeConfig(opts: Pick<NodeCleanupOptions, 'kubeconfig
 
 export async function run(opts: NodeCleanupOptions, logger: Logger): Promise<StopFn> {
   const metrics = new NodeCleanupMetrics();
-  const kube = createKubeClient(nodeCleanupKubeConfig(opts, logger), {
+  const kube = createKubeClient(nodeCleanupKubeConfig(opts, logger, opts.kubeEnv), {
     qps: opts.kubeApiQps,
     burst: opts.kubeApiBurst,
     metrics,
@@ -92,7 +93,7 @@ export async function run(opts: NodeCleanupOptions, logger: Logger): Promise<Sto
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli(NAME, argv, (a) => parseNodeCleanupOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME, env: opts.kubeEnv });
   return runDaemon(NAME, logger, () => run(opts, logger));
 }
 

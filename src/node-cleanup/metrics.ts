@@ -2,7 +2,7 @@
 // four metrics (pkg/metrics/node-cleanup) keep their names and labels (subsystem
 // "local_volume_node_cleanup", no namespace); the rest are ours.
 import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
-import { createKubeMetrics, type KubeMetrics } from '../metrics/metrics.ts';
+import { createKubeMetrics, EVENT_LOOP_PRECISION_MS, type KubeMetrics } from '../metrics/metrics.ts';
 
 export const NODE_CLEANUP_PREFIX = 'local_volume_node_cleanup_';
 
@@ -50,7 +50,7 @@ export class NodeCleanupMetrics implements KubeMetrics {
   });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_PRECISION_MS });
     for (const outcome of ['started', 'node_returned', 'expired'] satisfies TimerOutcome[]) this.deletionTimers.inc({ outcome }, 0);
   }
 }

@@ -2,7 +2,7 @@
 // local-volume-node-cleanup): start the daemon, stop it gracefully on
 // SIGTERM/SIGINT (forced exit after a grace period), log unhandled rejections
 // instead of crashing, and turn main()'s result into the exit code.
-import { VERSION } from '../version.ts';
+import { VERSION } from './version.ts';
 import type { Logger } from './log.ts';
 
 /**

@@ -18,12 +18,17 @@ export interface LoggerOptions {
   level?: string | undefined;
   name?: string | undefined;
   format?: LogFormat | undefined;
+  /** For "auto": KUBERNETES_SERVICE_HOST set means in a pod (the flags module reads env; default: not in a pod). */
+  env?: LogEnv | undefined;
   /** Where lines go (tests); default fd 2, written synchronously so nothing is lost on exit. */
   write?: ((line: string) => void) | undefined;
 }
 
+/** The environment "auto" looks at, as the flags module read it. */
+export type LogEnv = Readonly<{ KUBERNETES_SERVICE_HOST?: string | undefined }>;
+
 /** "auto" -> text at a terminal outside a pod, json anywhere else. */
-export function resolveLogFormat(format: LogFormat, env: NodeJS.ProcessEnv = process.env, isTTY = process.stderr.isTTY === true): 'json' | 'text' {
+export function resolveLogFormat(format: LogFormat, env: LogEnv, isTTY = process.stderr.isTTY === true): 'json' | 'text' {
   if (format !== 'auto') return format;
   return isTTY && !env['KUBERNETES_SERVICE_HOST'] ? 'text' : 'json';
 }
@@ -71,7 +76,7 @@ function destination(format: 'json' | 'text', write: ((line: string) => void) | 
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const format = resolveLogFormat(opts.format ?? 'auto');
+  const format = resolveLogFormat(opts.format ?? 'auto', opts.env ?? {});
   return pino(
     {
       name: opts.name ?? 'local-volume-provisioner',

@@ -9,7 +9,8 @@ import type {
   V1PersistentVolume,
 } from '@kubernetes/client-node';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
-import { formatQuantity, roundDownCapacityPretty } from './capacity.ts';
+import { roundDownCapacityPretty } from './capacity.ts';
+import { formatQuantity } from '../util/quantity.ts';
 
 export const ANN_PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
 export const ANN_ALPHA_NODE_AFFINITY = 'volume.alpha.kubernetes.io/node-affinity';

@@ -22,6 +22,7 @@
 import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { readConfigDir, type ConfigFiles } from '../config/load.ts';
 import { parseConfig } from '../config/parse.ts';
 import type { ParseResult } from '../config/types.ts';
@@ -106,8 +107,8 @@ export class ConfigWatcher {
   #debounceTimer: NodeJS.Timeout | undefined;
   #fsWatcher: FSWatcher | undefined;
   #watchedIno: number | undefined;
-  /** Pending short sleeps (transient retries), cancelled by stop(). */
-  readonly #sleeps = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  /** Aborted by stop(): wakes pending short sleeps (transient retries). */
+  readonly #stopSleeps = new AbortController();
 
   #inflight: Promise<void> | undefined;
   #queued: Promise<void> | undefined;
@@ -157,11 +158,7 @@ export class ConfigWatcher {
     if (this.#debounceTimer) clearTimeout(this.#debounceTimer);
     this.#debounceTimer = undefined;
     const closed = this.#closeWatch();
-    for (const s of this.#sleeps) {
-      clearTimeout(s.timer);
-      s.resolve();
-    }
-    this.#sleeps.clear();
+    this.#stopSleeps.abort();
     await this.#queued;
     await this.#inflight;
     await closed;
@@ -270,17 +267,9 @@ export class ConfigWatcher {
     return { key, res: { files: { files: {}, generation: undefined }, rawHash: EMPTY_RAW_HASH, result } };
   }
 
-  #sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const entry = {
-        timer: setTimeout(() => {
-          this.#sleeps.delete(entry);
-          resolve();
-        }, ms),
-        resolve,
-      };
-      this.#sleeps.add(entry);
-    });
+  /** Sleeps, waking early (and clearing the timer) when the watcher stops. */
+  async #sleep(ms: number): Promise<void> {
+    await sleep(ms, undefined, { signal: this.#stopSleeps.signal }).catch(() => undefined);
   }
 
   /** Arms fs.watch on the directory when enabled and not armed, or re-arms it if the directory was replaced. */

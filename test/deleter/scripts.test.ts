@@ -74,6 +74,13 @@ function fillPattern(dev: string): void {
   execFileSync('dd', [`if=${pattern}`, `of=${dev}`, 'bs=1M', 'oflag=direct', 'conv=fsync', 'status=none']);
 }
 
+/** A fresh loop device full of 0xab bytes. */
+function patternedLoop(): string {
+  const dev = attachLoop();
+  fillPattern(dev);
+  return dev;
+}
+
 function readDevice(dev: string): Buffer {
   return execFileSync('dd', [`if=${dev}`, 'bs=1M', 'iflag=direct', 'status=none'], { maxBuffer: 2 * SIZE });
 }
@@ -82,8 +89,7 @@ const isZero = (b: Buffer): boolean => b.every((x) => x === 0);
 
 describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop device', () => {
   it('dd_zero.sh zeroes the whole device (two passes)', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     expect(readDevice(dev).subarray(0, 4)).toEqual(Buffer.from([0xab, 0xab, 0xab, 0xab]));
     const r = runScript('dd_zero.sh', { LOCAL_PV_BLKDEVICE: dev }, ['2']);
     expect(r.stderr).toBe('');
@@ -96,8 +102,7 @@ describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop devic
   });
 
   it('quick_reset.sh removes signatures and zeroes the first and last MiB', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     execFileSync('mkfs.ext4', ['-q', '-F', dev]);
     expect(execFileSync('wipefs', ['-n', '--noheadings', dev], { encoding: 'utf8' })).toContain('ext4');
     const r = runScript('quick_reset.sh', { LOCAL_PV_BLKDEVICE: dev });
@@ -110,8 +115,7 @@ describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop devic
   });
 
   it('blkdiscard.sh leaves the loop device reading zeros', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     const r = runScript('blkdiscard.sh', { LOCAL_PV_BLKDEVICE: dev });
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('discarding all blocks');
@@ -119,8 +123,7 @@ describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop devic
   });
 
   it('blkdiscard.sh falls back to zeroing when discard is not supported', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     const shim = join(work, 'bin');
     mkdirSync(shim);
     writeFileSync(join(shim, 'blkdiscard'), '#!/bin/sh\necho "blkdiscard: BLKDISCARD ioctl failed: Operation not supported" >&2\nexit 1\n');
@@ -132,8 +135,7 @@ describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop devic
   });
 
   it('shred.sh overwrites and finally zeroes the device', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     const r = runScript('shred.sh', { LOCAL_PV_BLKDEVICE: dev }, ['1']);
     expect(r.status).toBe(0);
     expect(r.stderr).toMatch(/pass 2\/2 \(000000\)/);
@@ -152,8 +154,7 @@ describe.skipIf(skipReason !== undefined)('block cleaner scripts on a loop devic
   });
 
   it('dd_zero.sh and shred.sh reject a bad ITERATIONS without touching the device', () => {
-    const dev = attachLoop();
-    fillPattern(dev);
+    const dev = patternedLoop();
     for (const s of ['dd_zero.sh', 'shred.sh']) {
       const r = runScript(s, { LOCAL_PV_BLKDEVICE: dev }, ['1; rm -rf /']);
       expect(r.status, s).toBe(1);

@@ -5,10 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { PVCache, pvOnThisNode } from '../../src/volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
-import { formatQuantity, roundDownCapacityPretty } from '../../src/volume/capacity.ts';
+import { roundDownCapacityPretty } from '../../src/volume/capacity.ts';
+import { formatQuantity } from '../../src/util/quantity.ts';
 import { Discoverer, type CleanupTracker, type DiscovererOptions } from '../../src/discovery/discoverer.ts';
 import { generatePVName } from '../../src/volume/naming.ts';
 import { deviceNumbers, filesystemCapacity } from '../../src/host/stat.ts';
@@ -20,6 +21,17 @@ import { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { splitEnv, testCacheEnv, testEnv } from '../support/env.ts';
 import type { GenerationEnv } from '../../src/volume/env.ts';
+
+/** Every path src/ passes to fs/promises stat (the mode check of discovery). */
+const statCalls = vi.hoisted(() => [] as string[]);
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const orig = await importOriginal<typeof import('node:fs/promises')>();
+  const counted = ((path: Parameters<typeof orig.stat>[0], opts?: Parameters<typeof orig.stat>[1]) => {
+    statCalls.push(String(path));
+    return orig.stat(path, opts);
+  }) as typeof orig.stat;
+  return { ...orig, stat: counted, default: { ...orig, stat: counted } };
+});
 
 const NODE: V1Node = {
   metadata: {
@@ -206,6 +218,22 @@ describe('Discoverer', () => {
     await expect.poll(() => cache.pendingCount).toBe(0);
     await d.discover();
     expect(kube.requests.length).toBe(before);
+  });
+
+  it('stats no directory entry, in the first pass or later ones; a symlink is still followed (issue 12)', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2', 'mount3');
+    await symlink(paths[0]!, join(root, 'sc1', 'link1'));
+    await mounts(...paths, join(root, 'sc1', 'link1'));
+    const d = discoverer(config({ sc1: cls('sc1') }));
+    statCalls.length = 0;
+    const r1 = await d.discover();
+    expect(r1).toMatchObject({ ready: true, errors: [] });
+    expect(r1.created).toHaveLength(4);
+    const underRoot = (): string[] => statCalls.filter((p) => p.startsWith(root));
+    expect(underRoot()).toEqual([join(root, 'sc1', 'link1')]);
+    statCalls.length = 0;
+    expect((await d.discover()).created).toEqual([]);
+    expect(underRoot()).toEqual([join(root, 'sc1', 'link1')]);
   });
 
   it('does not create twice while the PV watch lags behind (noteCreated)', async () => {

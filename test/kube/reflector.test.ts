@@ -37,6 +37,13 @@ const restarts = async (metrics: Metrics): Promise<Record<string, number>> => {
   return out;
 };
 
+/** Starts an informer that counts its watch restarts; the returned function reads the counts by reason. */
+const startCountingRestarts = (opts: InformerOptions<PV>): (() => Promise<Record<string, number>>) => {
+  const metrics = new Metrics({ defaultMetrics: false });
+  make({ ...opts, metrics }).start();
+  return () => restarts(metrics);
+};
+
 let fake: FakeKube;
 let informers: Array<Informer<PV>>;
 const make = (opts: InformerOptions<PV> = {}): Informer<PV> => {
@@ -219,30 +226,24 @@ describe('informer recovery', () => {
   });
 
   it('a watch that closes cleanly too fast is backed off', async () => {
-    const metrics = new Metrics({ defaultMetrics: false });
-    const inf = make({ watchTimeoutSeconds: 1, minWatchDurationMs: 5000, metrics });
-    inf.start();
+    const restartCounts = startCountingRestarts({ watchTimeoutSeconds: 1, minWatchDurationMs: 5000 });
     await settle(30_000);
     // Watches at 0, 2, 5, 10, 19 s (each lasts 1 s, then 1, 2, 4, 8, 16 s of backoff); without backoff it would be ~30.
     expect(fake.count('watch')).toBe(5);
-    expect((await restarts(metrics))['closed']).toBe(5);
+    expect((await restartCounts())['closed']).toBe(5);
     expect(fake.count('list')).toBe(1);
   });
 
   it('a normal server-side timeout re-watches at once from the last version', async () => {
-    const metrics = new Metrics({ defaultMetrics: false });
-    const inf = make({ watchTimeoutSeconds: 10, metrics });
-    inf.start();
+    const restartCounts = startCountingRestarts({ watchTimeoutSeconds: 10 });
     await settle(35_000);
     expect(fake.count('watch')).toBe(4);
-    expect((await restarts(metrics))['timeout']).toBe(3);
+    expect((await restartCounts())['timeout']).toBe(3);
     expect(fake.count('list')).toBe(1);
   });
 
   it('restarts a stalled watch; bookmarks keep it alive', async () => {
-    const metrics = new Metrics({ defaultMetrics: false });
-    const inf = make({ stallTimeoutMs: 5000, metrics });
-    inf.start();
+    const restartCounts = startCountingRestarts({ stallTimeoutMs: 5000 });
     await settle();
     for (let i = 0; i < 4; i++) {
       await settle(3000);
@@ -252,7 +253,7 @@ describe('informer recovery', () => {
     await settle(5000);
     expect(fake.count('watch')).toBe(2);
     expect(fake.openWatches).toBe(1);
-    expect((await restarts(metrics))['stall']).toBe(1);
+    expect((await restartCounts())['stall']).toBe(1);
   });
 
   it('a bookmark moves the resume version forward', async () => {

@@ -1,7 +1,7 @@
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { capacityBreakDown, capacityByMode, Metrics } from '../../src/metrics/metrics.ts';
-import { VERSION } from '../../src/version.ts';
+import { VERSION } from '../../src/util/version.ts';
 import { GO_METRICS, parseExposition } from '../../e2e/support/go-metrics.ts';
 
 const pv = (name: string, storage: string, mode?: 'Block' | 'Filesystem', deleting = false): V1PersistentVolume => ({

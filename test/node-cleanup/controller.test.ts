@@ -87,6 +87,14 @@ async function advance(ms: number): Promise<void> {
   await vi.advanceTimersByTimeAsync(ms);
 }
 
+/** The PV is still there 1 ms before `ms` more has passed, and deleted when it has. */
+async function expectPVDeletedAfter(name: string, ms: number): Promise<void> {
+  await advance(ms - 1);
+  expect(pvExists(name)).toBe(true);
+  await advance(1);
+  expect(pvExists(name)).toBe(false);
+}
+
 /** A PV of node-a, the controller started, then node-a deleted. */
 async function startWithNodeAGone(): Promise<void> {
   putPV('pv-a');
@@ -201,10 +209,7 @@ describe('NodeCleanupController', () => {
     fake.remove('nodes', 'node-a');
     await advance(10_000); // past the first deletion's delay
     expect(pvExists('pv-a')).toBe(true);
-    await advance(DELAY - 10_000 - 1);
-    expect(pvExists('pv-a')).toBe(true);
-    await advance(1);
-    expect(pvExists('pv-a')).toBe(false);
+    await expectPVDeletedAfter('pv-a', DELAY - 10_000);
   });
 
   it('never touches a PV whose node affinity is not pinned to hostnames (the Go hazard)', async () => {
@@ -320,10 +325,7 @@ describe('NodeCleanupController', () => {
     await advance(DELAY * 2);
     expect(pvExists('pv-ab')).toBe(true);
     fake.remove('nodes', 'node-b');
-    await advance(DELAY - 1);
-    expect(pvExists('pv-ab')).toBe(true);
-    await advance(1);
-    expect(pvExists('pv-ab')).toBe(false);
+    await expectPVDeletedAfter('pv-ab', DELAY);
   });
 
   it('deletes nothing when the API check fails, and retries', async () => {
@@ -352,19 +354,13 @@ describe('NodeCleanupController', () => {
     putPV('pv-z', { node: 'node-z' });
     await start();
     expect(await timers('started')).toBe(1);
-    await advance(DELAY - 1);
-    expect(pvExists('pv-z')).toBe(true);
-    await advance(1);
-    expect(pvExists('pv-z')).toBe(false);
+    await expectPVDeletedAfter('pv-z', DELAY);
   });
 
   it('a PV for a Node that never existed waits the delay from when it was first seen', async () => {
     await start();
     await advance(5_000);
     putPV('pv-ghost', { node: 'ghost' });
-    await advance(DELAY - 1);
-    expect(pvExists('pv-ghost')).toBe(true);
-    await advance(1);
-    expect(pvExists('pv-ghost')).toBe(false);
+    await expectPVDeletedAfter('pv-ghost', DELAY);
   });
 });

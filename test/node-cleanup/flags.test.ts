@@ -34,6 +34,11 @@ describe('parseNodeCleanupOptions', () => {
     expect(parseNodeCleanupOptions(['--kubeconfig=/flag'], { KUBECONFIG: '/env' }).kubeconfig).toBe('/flag');
   });
 
+  it('carries the in-cluster variables the API client and the log format read (env is read only here)', () => {
+    const env = { KUBECONFIG: '/env', KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443', OTHER: 'x' };
+    expect(parseNodeCleanupOptions([], env).kubeEnv).toEqual({ KUBECONFIG: '/env', KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' });
+  });
+
   it.each([
     [['--storageclass-names=Bad_Name'], /--storageclass-names/],
     [['--pvc-deletion-delay=0'], /--pvc-deletion-delay/],

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseCli } from '../../src/util/daemon.ts';
-import { VERSION } from '../../src/version.ts';
+import { VERSION } from '../../src/util/version.ts';
 
 interface Opts {
   help: boolean;

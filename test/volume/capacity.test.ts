@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatQuantity, GiB, KiB, MiB, parseQuantity, roundDownCapacityPretty, TiB } from '../../src/volume/capacity.ts';
+import { GiB, KiB, MiB, roundDownCapacityPretty, TiB } from '../../src/volume/capacity.ts';
+import { formatQuantity, parseQuantity } from '../../src/util/quantity.ts';
 
 describe('roundDownCapacityPretty', () => {
   // The Go provisioner's TestRoundDownCapacityPretty vectors (reconstructed from the behaviour spec).

@@ -36,6 +36,14 @@ function makeWatcher(opts: Partial<ConfigWatcherOptions> = {}): ConfigWatcher {
   return watcher;
 }
 
+/** BASE written, then a watcher without fs.watch started on it (its first result delivered). */
+async function startPolling(): Promise<ConfigWatcher> {
+  await writer.write(BASE);
+  const w = makeWatcher({ watch: false });
+  await w.start();
+  return w;
+}
+
 beforeEach(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'cw-'));
   writer = new AtomicWriter(dir);
@@ -51,9 +59,7 @@ afterEach(async () => {
 
 describe('ConfigWatcher: change detection', () => {
   it('delivers the initial config, then added, changed and removed classes and keys', async () => {
-    await writer.write(BASE);
-    const w = makeWatcher({ watch: false });
-    await w.start();
+    const w = await startPolling();
     expect(results).toHaveLength(1);
     expect(results[0]!.result.ok).toBe(true);
     expect(results[0]!.files.generation).toBe(await writer.dataTarget());
@@ -103,9 +109,7 @@ describe('ConfigWatcher: change detection', () => {
   });
 
   it('carries the raw hash of the files it delivers, valid, invalid or unreadable', async () => {
-    await writer.write(BASE);
-    const w = makeWatcher({ watch: false });
-    await w.start();
+    const w = await startPolling();
     await writer.write({ storageClassMap: 'fast: [unclosed\n' });
     await w.checkNow();
     await rm(dir, { recursive: true, force: true });
@@ -149,9 +153,7 @@ describe('ConfigWatcher: change detection', () => {
   });
 
   it('reports invalid content once per distinct content, then a fix at once', async () => {
-    await writer.write(BASE);
-    const w = makeWatcher({ watch: false });
-    await w.start();
+    const w = await startPolling();
     await writer.write({ storageClassMap: 'fast: [unclosed\n' });
     await w.checkNow();
     await w.checkNow();
@@ -235,10 +237,31 @@ describe('ConfigWatcher: reads', () => {
     expect(w.stats.transientErrors).toBe(6);
   });
 
+  it('stop() wakes a pending transient-retry sleep at once and leaves no timer (fake timers)', async () => {
+    vi.useFakeTimers();
+    let reads = 0;
+    const read = (): Promise<ConfigFiles> => {
+      reads++;
+      return Promise.reject(Object.assign(new Error('swap'), { transient: true }));
+    };
+    const w = makeWatcher({ watch: false, read, transientRetries: 5, transientRetryDelayMs: 60_000 });
+    void w.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(reads).toBe(1);
+    expect(vi.getTimerCount()).toBe(2); // the poll interval and the retry sleep
+    let stopped = false;
+    const stopping = w.stop().then(() => {
+      stopped = true;
+    });
+    await vi.advanceTimersByTimeAsync(0); // no fake time passes: only the stop signal can wake the sleep
+    expect(stopped).toBe(true);
+    await stopping;
+    expect(vi.getTimerCount()).toBe(0);
+    expect(results).toHaveLength(0);
+  });
+
   it('survives many reads racing kubelet swaps without a false invalid result', async () => {
-    await writer.write(BASE);
-    const w = makeWatcher({ watch: false });
-    await w.start();
+    const w = await startPolling();
     let stop = false;
     const swapper = (async () => {
       for (let i = 0; !stop; i++) await writer.write(i % 2 ? BASE : { ...BASE, useJobForCleaning: 'true' });
@@ -289,9 +312,7 @@ describe('ConfigWatcher: reads', () => {
   });
 
   it('parses into a fresh object each time the content changes', async () => {
-    await writer.write(BASE);
-    const w = makeWatcher({ watch: false });
-    await w.start();
+    const w = await startPolling();
     await writer.write({ ...BASE, labelsForPV: 'a: b\n' });
     await w.checkNow();
     await writer.write(BASE);

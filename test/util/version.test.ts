@@ -2,10 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readPackageVersion, VERSION } from '../src/version.ts';
-import { useTempDir } from './support/tmp.ts';
+import { readPackageVersion, VERSION } from '../../src/util/version.ts';
+import { useTempDir } from '../support/tmp.ts';
 
-const repo = join(import.meta.dirname, '..');
+const repo = join(import.meta.dirname, '../..');
 const pkgVersion = (JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string }).version;
 
 describe('version', () => {

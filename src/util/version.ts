@@ -1,8 +1,9 @@
 // The version, read from package.json: the one place it is written down.
 // package.json sits one level above both src/ (node src/main.ts) and dist/
-// (the image copies it next to dist/), so the same relative URL works for both.
+// (the image copies it next to dist/), so the same relative URL works for both
+// src/util/version.ts and dist/util/version.js.
 import { readFileSync } from 'node:fs';
-import { errorMessage } from './util/errors.ts';
+import { errorMessage } from './errors.ts';
 
 /** The "version" field of a package.json file; throws a one-line error naming the file. */
 export function readPackageVersion(file: URL | string): string {
@@ -16,4 +17,4 @@ export function readPackageVersion(file: URL | string): string {
   return version;
 }
 
-export const VERSION: string = readPackageVersion(new URL('../package.json', import.meta.url));
+export const VERSION: string = readPackageVersion(new URL('../../package.json', import.meta.url));

@@ -1,0 +1,3 @@
+module localpv.test/pause
+
+go 1.26.0

@@ -1,0 +1,410 @@
+// The used-by flow on a real node (issue 10, point 3): the shipped kustomize base (an overlay adds
+// only hostNetwork, KUBERNETES_SERVICE_HOST/PORT and the image name) is applied to a control plane
+// with every KCM controller and the scheduler; the DaemonSet's pod runs the image built from the
+// Dockerfile on a real kubelet + containerd; PVs appear for tmpfs mounts under /mnt/disks; a Pod
+// with a PVC of the WaitForFirstConsumer class is scheduled, binds and writes; a ConfigMap patch
+// (new classes, one for a loop device, and PV labels) is projected by the kubelet and applied in
+// place; deleting the Pod and the PVC cleans the volume and brings the PV back Available, in-process
+// and, with the shipped job-cleaning component, through a cleanup Job run as a real container; a
+// rollout restart keeps every PV.
+// Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
+import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
+import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
+import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
+import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
+import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
+import { nodeUnsupportedReason, onPath, startNode, type RealNode } from './harness/node.ts';
+
+const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !onPath(t));
+const reason =
+  nodeUnsupportedReason() ??
+  (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??
+  (existsSync('/mnt/disks') ? '/mnt/disks exists on this host (the base DaemonSet discovers there): not touching it' : undefined);
+const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
+const sh = (cmd: string, args: readonly string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+/**
+ * /mnt/disks, the base's discovery root, made for this test: a self bind mount made rshared (a
+ * hostPath with HostToContainer propagation needs a shared source), tmpfs volumes under it.
+ * cleanup() unmounts everything under it and removes what it created (/mnt too if it was absent).
+ */
+class DiscoveryRoot {
+  readonly root = '/mnt/disks';
+  readonly #createdTop: string;
+  readonly #loops: string[] = [];
+  readonly #backing = mkdtempSync(join(tmpdir(), 'lsp-real-node-disks-'));
+  constructor() {
+    this.#createdTop = existsSync('/mnt') ? this.root : '/mnt';
+    mkdirSync(this.root, { recursive: true });
+    sh('mount', ['--bind', this.root, this.root]);
+    sh('mount', ['--make-rshared', this.root]);
+  }
+  volume(cls: string, name: string): string {
+    const p = join(this.root, cls, name);
+    mkdirSync(p, { recursive: true });
+    sh('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'lsp-e2e', p]);
+    return p;
+  }
+  /** A loop device of `sizeMiB` (sparse file in a temp dir) linked as root/<cls>/<name>, the way disks are set up. */
+  blockDevice(cls: string, name: string, sizeMiB: number): string {
+    const file = join(this.#backing, `${name}.img`);
+    sh('truncate', ['-s', `${sizeMiB}M`, file]);
+    const dev = sh('losetup', ['--find', '--show', file]).trim();
+    this.#loops.push(dev);
+    mkdirSync(join(this.root, cls), { recursive: true });
+    symlinkSync(dev, join(this.root, cls, name));
+    return dev;
+  }
+  cleanup(): void {
+    // Deepest first, until nothing is mounted under the root (propagation may have doubled some).
+    for (let i = 0; i < 10; i++) {
+      const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+        .split('\n')
+        .map((l) => l.split(' ')[4] ?? '')
+        .filter((m) => m === this.root || m.startsWith(`${this.root}/`))
+        .sort((a, b) => b.length - a.length);
+      if (mounts.length === 0) break;
+      for (const m of mounts) {
+        try {
+          sh('umount', [m]);
+        } catch {
+          sh('umount', ['-l', m]);
+        }
+      }
+    }
+    rmSync(this.#createdTop, { recursive: true, force: true });
+    for (const d of this.#loops) sh('losetup', ['-d', d]);
+    rmSync(this.#backing, { recursive: true, force: true });
+  }
+}
+
+const container = (pod: V1Pod | undefined): V1ContainerStatus | undefined => pod?.status?.containerStatuses?.[0];
+
+/** Prints the end of the provisioner containers' logs (kubelet podLogsDir), for failures. */
+function logProvisionerTail(node: RealNode): void {
+  const dir = join(node.dir, 'pod-logs');
+  for (const pod of readdirSync(dir).filter((d) => d.startsWith('kube-system_local-volume-provisioner'))) {
+    for (const c of readdirSync(join(dir, pod))) {
+      for (const f of readdirSync(join(dir, pod, c))) {
+        const lines = readFileSync(join(dir, pod, c, f), 'utf8').split('\n').slice(-15).join('\n');
+        console.log(`--- ${pod}/${c}/${f} (last lines) ---\n${lines}`);
+      }
+    }
+  }
+}
+
+describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${reason ? ` (skipped: ${reason})` : ''}`, { timeout: 300_000 }, () => {
+  const nodeName = 'lsp-real-node';
+  const cls = 'fast-disks'; // the base's class and StorageClass (WaitForFirstConsumer)
+  const namespace = 'default';
+  let before: HostSnapshot;
+  let disks: DiscoveryRoot | undefined;
+  let cp: ControlPlane | undefined;
+  let node: RealNode | undefined;
+  let image: ProvisionerImage;
+  let api: Clients;
+  let apps: AppsV1Api;
+  let overlay: string | undefined;
+
+  const pvsOf = async (c: string): Promise<V1PersistentVolume[]> =>
+    (await api.core.listPersistentVolume()).items.filter((pv) => pv.spec?.storageClassName === c).sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+  const provisionerPods = async (): Promise<V1Pod[]> =>
+    (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'app.kubernetes.io/name=local-volume-provisioner' })).items;
+  const readyPod = async (): Promise<V1Pod | undefined> =>
+    (await provisionerPods()).find((p) => p.metadata?.deletionTimestamp === undefined && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  const metric = async (name: string): Promise<number> => {
+    const text = await (await fetch('http://127.0.0.1:8080/metrics')).text();
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith(name))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  };
+
+  beforeAll(async () => {
+    before = snapshotHost();
+    image = await ensureProvisionerImage({ log: (m) => console.log(m) });
+    const kustomize = await ensureKustomizeBinary();
+    disks = new DiscoveryRoot();
+    disks.volume(cls, 'vol1');
+    disks.volume(cls, 'vol2');
+    cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
+    api = clientsFor(cp.adminKubeconfig);
+    apps = api.kc.makeApiClient(AppsV1Api);
+    node = await startNode(cp, { name: nodeName });
+    measure('node start to Ready', node.stats().startToReadyMs);
+    const t = performance.now();
+    await node.importImage(image.archive);
+    measure('image import (ctr images import)', performance.now() - t);
+
+    // The e2e overlay: the loopback-only apiserver needs hostNetwork and its address; the image name.
+    overlay = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
+    const [imageName, tag] = [image.ref.slice(0, image.ref.lastIndexOf(':')), image.ref.slice(image.ref.lastIndexOf(':') + 1)];
+    const port = new URL(cp.server).port;
+    writeFileSync(
+      join(overlay, 'kustomization.yaml'),
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        `resources: [${relative(overlay, deploymentDir)}]`,
+        'images:',
+        `  - { name: local-static-provisioner, newName: ${imageName}, newTag: ${tag} }`,
+        'patches:',
+        '  - target: { kind: DaemonSet, name: local-volume-provisioner }',
+        '    patch: |',
+        '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
+        '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
+        `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
+        '',
+      ].join('\n'),
+    );
+    const objects = manifestObjects(await kustomizeBuild(kustomize, overlay));
+    await applyObjects(cp.adminKubeconfig, objects, `kustomize build ${overlay}`);
+  });
+
+  afterAll(async () => {
+    // Node first (its containers hold copies of the /mnt/disks mounts), then the control plane.
+    const errors: unknown[] = [];
+    if (node) logProvisionerTail(node);
+    await node?.stop().catch((e: unknown) => errors.push(e));
+    await cp?.stop().catch((e: unknown) => errors.push(e));
+    try {
+      disks?.cleanup();
+    } catch (e) {
+      errors.push(e);
+    }
+    if (overlay) rmSync(overlay, { recursive: true, force: true });
+    if (before) {
+      const left = diffHost(before, snapshotHost(), { ignoreMount: (m) => m.startsWith(`${tmpdir()}/lsp-`) && !m.startsWith(`${tmpdir()}/lsp-node-`) });
+      if (left.length > 0) errors.push(new Error(`the host differs after the run:\n${left.join('\n')}`));
+    }
+    if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
+  });
+
+  it('the DaemonSet pod runs the image on the node and creates a PV per mount', async () => {
+    const t0 = performance.now();
+    const pod = await waitFor(async () => (await provisionerPods()).find((p) => p.status?.phase === 'Running'), { what: 'the provisioner pod Running', timeoutMs: 120_000, intervalMs: 250 });
+    const tRunning = performance.now();
+    expect(pod.spec?.nodeName).toBe(nodeName);
+    expect(pod.spec?.containers[0]?.image).toBe(image.ref);
+    const pvs = await waitFor(async () => ((await pvsOf(cls)).length > 0 ? performance.now() : undefined), { what: 'the first PV', timeoutMs: 120_000, intervalMs: 250 });
+    measure('DaemonSet applied to pod Running', tRunning - t0);
+    measure('pod Running to first PV', pvs - tRunning);
+    const all = await waitFor(async () => {
+      const l = await pvsOf(cls);
+      return l.length === 2 ? l : undefined;
+    }, { what: `2 PVs of ${cls}`, timeoutMs: 60_000 });
+    expect(all.map((pv) => pv.spec?.local?.path).sort()).toEqual([`/mnt/disks/${cls}/vol1`, `/mnt/disks/${cls}/vol2`]);
+    expect(all.map((pv) => pv.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values)).toEqual([[nodeName], [nodeName]]);
+    await waitFor(readyPod, { what: 'the provisioner pod Ready (/ready after a discovery pass)', timeoutMs: 60_000 });
+  });
+
+  /**
+   * A PVC of `cls` and a Pod (no node named: the scheduler places it) that writes into it; resolves
+   * with the bound PV's host path once the file is there.
+   */
+  async function claimAndWrite(claimName: string, podName: string): Promise<string> {
+    await api.core.createNamespacedPersistentVolumeClaim({
+      namespace,
+      body: { metadata: { name: claimName }, spec: { storageClassName: cls, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Mi' } } } },
+    });
+    await api.core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: podName },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          containers: [
+            {
+              name: 'app',
+              image: image.ref,
+              command: ['bash', '-c', `echo "written by ${podName}" > /data/hello && exec sleep infinity`],
+              volumeMounts: [{ name: 'data', mountPath: '/data' }],
+            },
+          ],
+          volumes: [{ name: 'data', persistentVolumeClaim: { claimName } }],
+        },
+      },
+    });
+    const running = await waitFor(async () => {
+      const p = await api.core.readNamespacedPod({ name: podName, namespace });
+      return p.status?.phase === 'Running' ? p : undefined;
+    }, { what: `pod ${podName} Running`, timeoutMs: 120_000 });
+    expect(running.spec?.nodeName).toBe(nodeName);
+    const claim = await api.core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace });
+    expect(claim.status?.phase).toBe('Bound');
+    const pv = await api.core.readPersistentVolume({ name: claim.spec?.volumeName ?? '' });
+    const file = join(pv.spec?.local?.path ?? '', 'hello');
+    await waitFor(() => existsSync(file), { what: `${file} written by the pod`, timeoutMs: 30_000 });
+    expect(readFileSync(file, 'utf8')).toBe(`written by ${podName}\n`);
+    return pv.spec?.local?.path ?? '';
+  }
+
+  /** Deletes the Pod and the PVC; resolves with the PV once it is Available again, and the time that took. */
+  async function releaseAndWait(claimName: string, podName: string): Promise<{ pv: V1PersistentVolume; ms: number; uidBefore: string | undefined }> {
+    const pvName = (await api.core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace })).spec?.volumeName ?? '';
+    const uidBefore = (await api.core.readPersistentVolume({ name: pvName })).metadata?.uid;
+    const t0 = performance.now();
+    await api.core.deleteNamespacedPod({ name: podName, namespace });
+    await api.core.deleteNamespacedPersistentVolumeClaim({ name: claimName, namespace });
+    const pv = await waitFor(
+      async () => {
+        const p = await api.core.readPersistentVolume({ name: pvName }).catch(() => undefined);
+        return p?.status?.phase === 'Available' && p.spec?.claimRef === undefined ? p : undefined;
+      },
+      { what: `PV ${pvName} Available again`, timeoutMs: 180_000, intervalMs: 250 },
+    );
+    return { pv, ms: performance.now() - t0, uidBefore };
+  }
+
+  it('a Pod with a PVC of the WaitForFirstConsumer class is scheduled, binds and writes into the local volume', async () => {
+    await claimAndWrite('data', 'app');
+  });
+
+  /** Merge-patches the provisioner ConfigMap's data; resolves when the daemon has applied it (its metric). */
+  async function patchConfigAndWait(data: Record<string, string>): Promise<number> {
+    const appliedMetric = 'local_volume_provisioner_config_reload_total{result="applied"}';
+    const applied = await metric(appliedMetric);
+    const t0 = performance.now();
+    await api.core.patchNamespacedConfigMap(
+      { name: 'local-volume-provisioner-config', namespace: 'kube-system', body: { data } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await waitFor(async () => (await metric(appliedMetric)) > applied, { what: `the reload applied (${appliedMetric})`, timeoutMs: 120_000, intervalMs: 250 });
+    measure('ConfigMap patch to reload applied (kubelet sync included)', performance.now() - t0);
+    return t0;
+  }
+
+  /**
+   * A tmpfs for a new Filesystem class and a loop device for a new Block class, their StorageClasses,
+   * then one ConfigMap patch adding both classes and labelsForPV. Returns when the patch was made.
+   */
+  async function addClassesAndLabel(): Promise<number> {
+    disks?.volume('e2e-new', 'vol1');
+    disks?.blockDevice('e2e-block', 'disk0', 32);
+    for (const name of ['e2e-new', 'e2e-block']) {
+      await api.storage.createStorageClass({
+        body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
+      });
+    }
+    const cm = await api.core.readNamespacedConfigMap({ name: 'local-volume-provisioner-config', namespace: 'kube-system' });
+    return patchConfigAndWait({
+      storageClassMap:
+        `${cm.data?.['storageClassMap'] ?? ''}e2e-new:\n  hostDir: /mnt/disks/e2e-new\n  mountDir: /mnt/disks/e2e-new\n` +
+        'e2e-block:\n  hostDir: /mnt/disks/e2e-block\n  mountDir: /mnt/disks/e2e-block\n  volumeMode: Block\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n',
+      labelsForPV: 'lsp-e2e/generation: "2"\n',
+    });
+  }
+
+  it('a ConfigMap patch (new classes, one for a loop device; PV labels) is projected by the kubelet and applied in place', async () => {
+    const before = await readyPod();
+    const containerId = container(before)?.containerID ?? '';
+    expect(containerId).toMatch(/^containerd:\/\//);
+    const fastBefore = await pvsOf(cls);
+    const t0 = await addClassesAndLabel();
+    const fresh = await waitFor(async () => {
+      const l = await pvsOf('e2e-new');
+      return l.length === 1 ? { pv: l[0], at: performance.now() } : undefined;
+    }, { what: 'a PV of the new class', timeoutMs: 60_000, intervalMs: 250 });
+    measure('ConfigMap patch to the new class PV', fresh.at - t0);
+    // The loop device, seen through the pod's /dev (a hostPath), as a Block PV of its size.
+    const block = await waitFor(async () => (await pvsOf('e2e-block'))[0], { what: 'a Block PV for the loop device', timeoutMs: 60_000 });
+    expect(block.spec).toMatchObject({ volumeMode: 'Block', local: { path: '/mnt/disks/e2e-block/disk0' }, capacity: { storage: '32Mi' } });
+    // New PVs get the new labels; existing ones are never edited by a reload (docs/hot-reload.md).
+    expect(fresh.pv?.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
+    expect((await pvsOf(cls)).map((pv) => pv.metadata?.resourceVersion)).toEqual(fastBefore.map((pv) => pv.metadata?.resourceVersion));
+
+    const after = await readyPod();
+    expect(after?.metadata?.uid).toBe(before?.metadata?.uid);
+    expect(container(after)).toMatchObject({ containerID: containerId, restartCount: 0 });
+    const mem = await node?.containerMemory(containerId);
+    console.log(`[measure] provisioner container RSS: ${Math.round((mem?.rssKiB ?? 0) / 1024)} MiB (pids ${mem?.pids.join(', ') ?? ''})`);
+  });
+
+  it('deleting the Pod and the PVC cleans the volume and the PV comes back Available', async () => {
+    const { pv, ms, uidBefore } = await releaseAndWait('data', 'app');
+    measure('Pod+PVC delete to PV Available', ms);
+    expect(readdirSync(pv.spec?.local?.path ?? '')).toEqual([]); // cleaned in-process (Filesystem volume: contents removed)
+    // reclaimPolicy Delete: the PV was deleted after the clean and discovered again, as a new PV
+    // of the reloaded config (with its label).
+    expect(pv.metadata?.uid).not.toBe(uidBefore);
+    expect(pv.metadata?.labels?.['lsp-e2e/generation']).toBe('2');
+  });
+
+  it('with the shipped job-cleaning component, the clean runs as a Job: a real container of the image and its scripts', async () => {
+    // The component's RBAC and its ConfigMap key, from the same overlay with the component added.
+    const withJobs = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
+    let rendered: ReturnType<typeof manifestObjects>;
+    try {
+      const base = readFileSync(join(overlay ?? '', 'kustomization.yaml'), 'utf8').replace(
+        /^resources: \[(.*)\]$/m,
+        (_, r: string) => `resources: [${relative(withJobs, join(overlay ?? '', r))}]\ncomponents: [${relative(withJobs, join(deploymentDir, 'components', 'job-cleaning'))}]`,
+      );
+      writeFileSync(join(withJobs, 'kustomization.yaml'), base);
+      rendered = manifestObjects(await kustomizeBuild(await ensureKustomizeBinary(), withJobs));
+    } finally {
+      rmSync(withJobs, { recursive: true, force: true });
+    }
+    await applyObjects(cp?.adminKubeconfig ?? '', rendered.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding'), 'the job-cleaning component');
+    const cm = rendered.find((o) => o.kind === 'ConfigMap') as { data?: Record<string, string> } | undefined;
+    expect(cm?.data?.['useJobForCleaning']).toBe('true');
+    await patchConfigAndWait({ useJobForCleaning: cm?.data?.['useJobForCleaning'] ?? '' });
+
+    const path = await claimAndWrite('data2', 'app2');
+    // Watch the cleanup Job's pods while the release runs (the daemon may delete a finished Job).
+    const pods = new Map<string, V1Pod>();
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        for (const p of (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'job-name' })).items) pods.set(p.metadata?.name ?? '', p);
+        await new Promise((res) => setTimeout(res, 250));
+      }
+    })();
+    let released: Awaited<ReturnType<typeof releaseAndWait>>;
+    try {
+      released = await releaseAndWait('data2', 'app2');
+    } finally {
+      watching = false;
+      await watcher;
+    }
+    measure('Pod+PVC delete to PV Available, cleaned by a Job', released.ms);
+    expect(released.pv.spec?.local?.path).toBe(path);
+    expect(readdirSync(path)).toEqual([]);
+    const ran = [...pods.values()];
+    expect(ran.length, 'a cleanup Job pod was seen').toBeGreaterThan(0);
+    for (const p of ran) {
+      expect(p.spec?.nodeName).toBe(nodeName);
+      expect(p.spec?.containers[0]?.image).toBe(image.ref);
+    }
+    expect(ran.some((p) => p.status?.phase === 'Succeeded')).toBe(true);
+  });
+
+  it('a rollout restart replaces the pod and keeps every PV', async () => {
+    const pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
+    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
+    const old = await readyPod();
+    await apps.patchNamespacedDaemonSet(
+      {
+        name: 'local-volume-provisioner',
+        namespace: 'kube-system',
+        body: { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    );
+    const fresh = await waitFor(async () => {
+      const p = await readyPod();
+      return p && p.metadata?.uid !== old?.metadata?.uid ? p : undefined;
+    }, { what: 'the restarted provisioner pod Ready', timeoutMs: 180_000 });
+    expect(container(fresh)?.restartCount).toBe(0);
+    const now = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
+    expect(now).toEqual(pvUids);
+    const rss = node?.stats().rssKiB;
+    console.log(`[measure] RSS after the flow: kubelet ${Math.round((rss?.kubelet ?? 0) / 1024)} MiB, containerd ${Math.round((rss?.containerd ?? 0) / 1024)} MiB`);
+  });
+});

@@ -1,0 +1,63 @@
+// `npm run build` (after `tsc --noEmit`): bundles the two entry points with
+// esbuild into dist/ (issue 12). Loading @kubernetes/client-node file by file
+// (some 2,000 modules) cost ~0.6 s of CPU and ~40 MiB of RSS at every start; one
+// tree-shaken, whitespace-minified bundle loads in a third of that. Layout:
+//   dist/main.js               local-volume-provisioner
+//   dist/node-cleanup/main.js  local-volume-node-cleanup
+//   dist/chunk-<hash>.js       code both share
+// The version is read from package.json at build time (src/util/version.ts reads it
+// relative to its own file, which a bundle does not keep): see bakeVersion below.
+// plus linked source maps (*.js.map, no sources inlined): free unless the process
+// runs with --enable-source-maps (e.g. NODE_OPTIONS=--enable-source-maps), which
+// then maps stack traces back to src/*.ts.
+import { readFileSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+import { readPackageVersion } from '../src/util/version.ts';
+
+const root = join(import.meta.dirname, '..');
+const outdir = process.argv[2] ?? join(root, 'dist');
+
+/**
+ * Replaces `readPackageVersion(new URL('<relative path>', import.meta.url))` in src/util/version.ts by the
+ * version it reads now: the relative path is right for src/ and for a file-by-file build, not for a
+ * bundle chunk. Fails the build when that call is no longer there.
+ */
+const bakeVersion: Plugin = {
+  name: 'bake-version',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/]util[\\/]version\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      const call = /readPackageVersion\(new URL\('([^']+)', import\.meta\.url\)\)/;
+      const rel = call.exec(text)?.[1];
+      if (rel === undefined) throw new Error(`${args.path}: no readPackageVersion(new URL('...', import.meta.url)) to bake the version into`);
+      const version = readPackageVersion(resolve(dirname(args.path), rel));
+      return { contents: text.replace(call, JSON.stringify(version)), loader: 'ts' };
+    });
+  },
+};
+
+rmSync(outdir, { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { main: 'src/main.ts', 'node-cleanup/main': 'src/node-cleanup/main.ts' },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node24',
+  // Some CommonJS dependencies call require() at run time (optional modules in try/catch).
+  banner: { js: "import { createRequire as __lspCreateRequire } from 'node:module'; const require = __lspCreateRequire(import.meta.url);" },
+  minifyWhitespace: true,
+  minifySyntax: true,
+  sourcemap: 'linked',
+  sourcesContent: false,
+  logLevel: 'warning',
+  metafile: true,
+  plugins: [bakeVersion],
+});
+const bytes = Object.entries(result.metafile.outputs)
+  .filter(([f]) => f.endsWith('.js'))
+  .reduce((n, [, o]) => n + o.bytes, 0);
+console.error(`bundled into ${outdir}: ${(bytes / 1024 / 1024).toFixed(1)} MiB of JavaScript`);

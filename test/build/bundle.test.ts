@@ -1,0 +1,40 @@
+// `npm run build` bundles the two daemons with esbuild (scripts/bundle.ts, issue 12).
+// The bundle must behave like the sources: same --version (package.json found from
+// the shared chunk), same --help, and the dry run works for the provisioner.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const repo = join(import.meta.dirname, '..', '..');
+const run = (script: string, args: readonly string[]): string => execFileSync(process.execPath, [script, ...args], { cwd: repo, encoding: 'utf8' });
+
+describe('the esbuild bundle (scripts/bundle.ts)', () => {
+  // One level below the repo root, like dist/: '../package.json' must resolve from the bundle.
+  let out = '';
+  beforeAll(() => {
+    out = mkdtempSync(join(repo, '.bundle-test-'));
+    execFileSync(process.execPath, [join(repo, 'scripts', 'bundle.ts'), out], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
+  }, 120_000);
+  afterAll(() => {
+    if (out !== '') rmSync(out, { recursive: true, force: true });
+  });
+
+  it('writes the two entry points, one shared chunk and linked source maps', () => {
+    expect(existsSync(join(out, 'main.js'))).toBe(true);
+    expect(existsSync(join(out, 'node-cleanup', 'main.js'))).toBe(true);
+    const files = readdirSync(out);
+    expect(files.filter((f) => /^chunk-\w+\.js$/.test(f)).length).toBeGreaterThanOrEqual(1);
+    expect(files).toContain('main.js.map');
+  });
+
+  it('prints the same --version and --help as the sources, for both daemons', () => {
+    for (const [bundled, source] of [
+      [join(out, 'main.js'), join(repo, 'src', 'main.ts')],
+      [join(out, 'node-cleanup', 'main.js'), join(repo, 'src', 'node-cleanup', 'main.ts')],
+    ] as const) {
+      expect(run(bundled, ['--version'])).toBe(run(source, ['--version']));
+      expect(run(bundled, ['--help'])).toBe(run(source, ['--help']));
+    }
+  }, 120_000);
+});
