@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { stringify as toYaml } from 'yaml';
 import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
 import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
@@ -25,7 +26,6 @@ import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
 import { nodeUnsupportedReason, onPath, startNode, type RealNode } from './harness/node.ts';
-import { stringify as toYaml } from 'yaml';
 
 const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !onPath(t));
 const reason =
