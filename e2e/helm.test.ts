@@ -236,6 +236,13 @@ describe('helm lint and helm template', () => {
     expect(taint.daemonSet.spec?.template.spec?.tolerations).toEqual([{ key: 'example.com/local-disks-not-ready', operator: 'Exists' }]);
     expect(taint.configData).toMatchObject({ removeNodeNotReadyTaint: 'true', provisionerNotReadyNodeTaintKey: 'example.com/local-disks-not-ready' });
 
+    // --pv-node-label: the flag, and PV patch (labelling this node's existing PVs) only with it
+    const pvVerbs = (x: typeof defaults): string[] | undefined =>
+      x.all<V1ClusterRole>('ClusterRole').flatMap((role) => role.rules ?? []).find((rule) => rule.resources?.includes('persistentvolumes') && !rule.resources.includes('persistentvolumeclaims'))?.verbs;
+    const labelled = await render('rel', 'storage', undefined, ['--set', 'daemon.pvNodeLabel=true']);
+    expect(labelled.container.args).toContain('--pv-node-label=true');
+    expect([pvVerbs(defaults), pvVerbs(labelled)]).toEqual([['get', 'list', 'watch', 'create', 'delete'], ['get', 'list', 'watch', 'create', 'delete', 'patch']]);
+
     const off = await render('rel', 'storage', 'block-jobs.yaml', ['--set', 'rbac.create=false']);
     expect(off.all('Role').length + off.all('ClusterRole').length + off.all('RoleBinding').length + off.all('ClusterRoleBinding').length).toBe(0);
   });

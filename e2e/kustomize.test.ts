@@ -22,7 +22,7 @@ const IMAGE = 'registry.example.com/storage/lsp';
 const TAG = 'v9.8.7';
 const DEFAULT_IMAGE = 'local-static-provisioner:latest';
 const NAME_LABEL = 'app.kubernetes.io/name';
-const components = ['job-cleaning', 'taint-removal', 'node-cleanup', 'block-volumes', 'monitoring'] as const;
+const components = ['job-cleaning', 'taint-removal', 'node-cleanup', 'block-volumes', 'monitoring', 'pv-node-label'] as const;
 type Component = (typeof components)[number];
 
 let kustomize = '';
@@ -240,6 +240,13 @@ describe('kustomize: base, components and the example overlay', () => {
     expect(added).toEqual(['block-disks']);
     expect(block['block-disks']?.volumeMode).toBe('Block');
     expect(provisioner(get('block-volumes')).volumeMounts?.map((m) => m.mountPath)).toContain('/dev');
+
+    // pv-node-label: the flag on, and PV patch granted (nothing else).
+    expect(provisioner(get('pv-node-label')).args).toContain('--pv-node-label=true');
+    expect(provisioner(get('base')).args).not.toContain('--pv-node-label=true');
+    expect(one(get('pv-node-label'), 'ClusterRole', 'local-volume-provisioner-pv-node-label-clusterrole')['rules']).toEqual([
+      { apiGroups: [''], resources: ['persistentvolumes'], verbs: ['patch'] },
+    ]);
 
     // monitoring: the ServiceMonitor selects both metrics Services, by a port name they have.
     const all = get('all-components');

@@ -6,7 +6,10 @@
 // (new classes, one for a loop device, and PV labels) is projected by the kubelet and applied in
 // place; deleting the Pod and the PVC cleans the volume and brings the PV back Available, in-process
 // and, with the shipped job-cleaning component, through a cleanup Job run as a real container; a
-// rollout restart keeps every PV.
+// rollout restart and an image update (another reference of the same image) keep every PV. Then,
+// on the same node and control plane, the same flow with the chart and the real helm binary:
+// `helm install` (a post-renderer adds what the kustomize overlay adds), a scheduled PVC, a new class
+// by `helm upgrade` applied in place, the PV Available again, `helm uninstall` leaving the PVs.
 // Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -14,8 +17,10 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { stringify as toYaml } from 'yaml';
 import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
 import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
+import { ensureHelmBinary, helm } from './harness/helm.ts';
 import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
 import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
@@ -87,10 +92,29 @@ class DiscoveryRoot {
 
 const container = (pod: V1Pod | undefined): V1ContainerStatus | undefined => pod?.status?.containerStatuses?.[0];
 
+/** The DaemonSet of the kustomize base, and the one of the chart installed as release `helmRelease`. */
+const baseDaemonSet = 'local-volume-provisioner';
+const helmRelease = 'lvp';
+const chartDaemonSet = `${helmRelease}-local-static-provisioner`;
+const chartDir = join(import.meta.dirname, '..', 'helm', 'local-static-provisioner');
+
+/**
+ * What the loopback-only apiserver needs of the DaemonSet `name` (and nothing else), as kustomize
+ * JSON 6902 patch lines: hostNetwork, and the apiserver's address for the in-cluster config.
+ */
+const e2ePatches = (name: string, port: string): string[] => [
+  'patches:',
+  `  - target: { kind: DaemonSet, name: ${name} }`,
+  '    patch: |',
+  '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
+  '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
+  `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
+];
+
 /** Prints the end of the provisioner containers' logs (kubelet podLogsDir), for failures. */
 function logProvisionerTail(node: RealNode): void {
   const dir = join(node.dir, 'pod-logs');
-  for (const pod of readdirSync(dir).filter((d) => d.startsWith('kube-system_local-volume-provisioner'))) {
+  for (const pod of readdirSync(dir).filter((d) => d.startsWith(`kube-system_${baseDaemonSet}`) || d.startsWith(`kube-system_${chartDaemonSet}`))) {
     for (const c of readdirSync(join(dir, pod))) {
       for (const f of readdirSync(join(dir, pod, c))) {
         const lines = readFileSync(join(dir, pod, c, f), 'utf8').split('\n').slice(-15).join('\n');
@@ -112,11 +136,13 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   let api: Clients;
   let apps: AppsV1Api;
   let overlay: string | undefined;
+  /** The provisioner pods' label selector: the kustomize base's, then the chart release's. */
+  let podSelector = `app.kubernetes.io/name=${baseDaemonSet}`;
 
   const pvsOf = async (c: string): Promise<V1PersistentVolume[]> =>
     (await api.core.listPersistentVolume()).items.filter((pv) => pv.spec?.storageClassName === c).sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
   const provisionerPods = async (): Promise<V1Pod[]> =>
-    (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: 'app.kubernetes.io/name=local-volume-provisioner' })).items;
+    (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: podSelector })).items;
   const readyPod = async (): Promise<V1Pod | undefined> =>
     (await provisionerPods()).find((p) => p.metadata?.deletionTimestamp === undefined && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
   const metric = async (name: string): Promise<number> => {
@@ -155,12 +181,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
         `resources: [${relative(overlay, deploymentDir)}]`,
         'images:',
         `  - { name: local-static-provisioner, newName: ${imageName}, newTag: ${tag} }`,
-        'patches:',
-        '  - target: { kind: DaemonSet, name: local-volume-provisioner }',
-        '    patch: |',
-        '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
-        '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
-        `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
+        ...e2ePatches(baseDaemonSet, port),
         '',
       ].join('\n'),
     );
@@ -209,10 +230,10 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
    * A PVC of `cls` and a Pod (no node named: the scheduler places it) that writes into it; resolves
    * with the bound PV's host path once the file is there.
    */
-  async function claimAndWrite(claimName: string, podName: string): Promise<string> {
+  async function claimAndWrite(claimName: string, podName: string, storageClassName = cls): Promise<string> {
     await api.core.createNamespacedPersistentVolumeClaim({
       namespace,
-      body: { metadata: { name: claimName }, spec: { storageClassName: cls, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Mi' } } } },
+      body: { metadata: { name: claimName }, spec: { storageClassName, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Mi' } } } },
     });
     await api.core.createNamespacedPod({
       namespace,
@@ -267,19 +288,30 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     await claimAndWrite('data', 'app');
   });
 
-  /** Merge-patches the provisioner ConfigMap's data; resolves when the daemon has applied it (its metric). */
-  async function patchConfigAndWait(data: Record<string, string>): Promise<number> {
+  /**
+   * Runs `change` (something that changes the provisioner ConfigMap); resolves with when it started
+   * once the daemon has applied the new config (its metric), measured as `what`.
+   */
+  async function reloadAfter(what: string, change: () => Promise<void>): Promise<number> {
     const appliedMetric = 'local_volume_provisioner_config_reload_total{result="applied"}';
     const applied = await metric(appliedMetric);
     const t0 = performance.now();
-    await api.core.patchNamespacedConfigMap(
-      { name: 'local-volume-provisioner-config', namespace: 'kube-system', body: { data } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
+    await change();
     await waitFor(async () => (await metric(appliedMetric)) > applied, { what: `the reload applied (${appliedMetric})`, timeoutMs: 120_000, intervalMs: 250 });
-    measure('ConfigMap patch to reload applied (kubelet sync included)', performance.now() - t0);
+    measure(what, performance.now() - t0);
     return t0;
   }
+
+  /** Merge-patches the provisioner ConfigMap's data; resolves when the daemon has applied it (its metric). */
+  const patchConfigAndWait = (data: Record<string, string>): Promise<number> =>
+    reloadAfter('ConfigMap patch to reload applied (kubelet sync included)', async () => {
+      await api.core.patchNamespacedConfigMap(
+        { name: 'local-volume-provisioner-config', namespace: 'kube-system', body: { data } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+    });
+
+  const pvUidsNow = async (): Promise<Map<string, string>> => new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
 
   /**
    * A tmpfs for a new Filesystem class and a loop device for a new Block class, their StorageClasses,
@@ -385,26 +417,155 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(ran.some((p) => p.status?.phase === 'Succeeded')).toBe(true);
   });
 
-  it('a rollout restart replaces the pod and keeps every PV', async () => {
-    const pvUids = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
-    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
+  /**
+   * Strategic-merge-patches the base DaemonSet's pod template; resolves with the new Ready pod (not
+   * `old`) that `accept` takes, the pod it replaced, and the time from the patch to it Ready.
+   */
+  async function rollTemplate(template: Record<string, unknown>, what: string, accept: (p: V1Pod) => boolean = () => true): Promise<{ pod: V1Pod; old: V1Pod | undefined; ms: number }> {
     const old = await readyPod();
+    const t0 = performance.now();
     await apps.patchNamespacedDaemonSet(
-      {
-        name: 'local-volume-provisioner',
-        namespace: 'kube-system',
-        body: { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } },
-      },
+      { name: baseDaemonSet, namespace: 'kube-system', body: { spec: { template } } },
       setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
     );
-    const fresh = await waitFor(async () => {
+    const pod = await waitFor(async () => {
       const p = await readyPod();
-      return p && p.metadata?.uid !== old?.metadata?.uid ? p : undefined;
-    }, { what: 'the restarted provisioner pod Ready', timeoutMs: 180_000 });
-    expect(container(fresh)?.restartCount).toBe(0);
-    const now = new Map((await api.core.listPersistentVolume()).items.map((pv) => [pv.metadata?.name ?? '', pv.metadata?.uid ?? '']));
-    expect(now).toEqual(pvUids);
+      return p && p.metadata?.uid !== old?.metadata?.uid && accept(p) ? p : undefined;
+    }, { what, timeoutMs: 180_000, intervalMs: 250 });
+    expect(container(pod)?.restartCount).toBe(0);
+    return { pod, old, ms: performance.now() - t0 };
+  }
+
+  it('a rollout restart replaces the pod and keeps every PV', async () => {
+    const pvUids = await pvUidsNow();
+    expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
+    await rollTemplate({ metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } }, 'the restarted provisioner pod Ready');
+    expect(await pvUidsNow()).toEqual(pvUids);
     const rss = node?.stats().rssKiB;
     console.log(`[measure] RSS after the flow: kubelet ${Math.round((rss?.kubelet ?? 0) / 1024)} MiB, containerd ${Math.round((rss?.containerd ?? 0) / 1024)} MiB`);
+  });
+
+  it('an image update (another reference of the product image) replaces the container, keeps every PV, and the new pod discovers', async () => {
+    // A second name for the same image in the node's store: an update the kubelet runs without a registry.
+    const updated = `${image.ref}-update`;
+    await node?.ctr(['images', 'tag', image.ref, updated]);
+    const pvUids = await pvUidsNow();
+    const { pod, old, ms } = await rollTemplate(
+      { spec: { containers: [{ name: 'provisioner', image: updated }] } },
+      `the provisioner pod of ${updated} Ready`,
+      (p) => p.spec?.containers[0]?.image === updated,
+    );
+    measure('image update to new pod Ready', ms);
+    // A new container of the same image content. (Its status names the image by its first tag, the
+    // old reference: the kubelet reports one of the image's tags, not the one the spec asked for.)
+    expect(container(pod)?.containerID).not.toBe(container(old)?.containerID);
+    expect(container(pod)?.imageID).toBe(container(old)?.imageID);
+    expect(pod.spec?.nodeName).toBe(nodeName);
+    // No PV created or deleted, none replaced (same names, same UIDs).
+    expect(await pvUidsNow()).toEqual(pvUids);
+    // The new container discovers: a volume mounted now gets a PV.
+    disks?.volume(cls, 'vol3');
+    const fresh = await waitFor(async () => (await pvsOf(cls)).find((pv) => pv.spec?.local?.path === `/mnt/disks/${cls}/vol3`), { what: 'a PV for a volume mounted after the update', timeoutMs: 60_000 });
+    expect(pvUids.has(fresh.metadata?.name ?? '')).toBe(false);
+    expect(await pvUidsNow()).toEqual(new Map([...pvUids, [fresh.metadata?.name ?? '', fresh.metadata?.uid ?? '']]));
+  });
+
+  describe('the same flow with helm install', () => {
+    const helmCls = 'helm-disks';
+    const helmNewCls = 'helm-new';
+    let helmBin = '';
+    let scratch = '';
+    let postRenderer = '';
+
+    /** Values for the chart: the image, classes under the discovery root, each with its StorageClass. */
+    const valuesFile = (name: string, classes: readonly string[]): string => {
+      const file = join(scratch, `${name}.yaml`);
+      writeFileSync(file, toYaml({ image: image.ref, classes: classes.map((c) => ({ name: c, hostDir: `/mnt/disks/${c}`, storageClass: true })) }));
+      return file;
+    };
+    /** `helm <args>` against the control plane in the release namespace; fails the test on a non-zero exit. */
+    const helmRun = async (...args: string[]): Promise<string> => {
+      const r = await helm(helmBin, [...args, '--namespace', 'kube-system', '--kubeconfig', cp?.adminKubeconfig ?? ''], scratch);
+      expect(r.code, `helm ${args.join(' ')}: ${r.stderr}`).toBe(0);
+      return r.stdout;
+    };
+
+    beforeAll(async () => {
+      helmBin = await ensureHelmBinary({ log: (m) => console.log(`[helm] ${m}`) });
+      scratch = mkdtempSync(join(tmpdir(), 'lsp-real-node-helm-'));
+      // The kustomize overlay's patches, applied to what helm renders by a post-renderer (kustomize
+      // reading the rendering from stdin): the chart itself is installed unchanged.
+      const render = join(scratch, 'render');
+      mkdirSync(render);
+      writeFileSync(
+        join(render, 'kustomization.yaml'),
+        ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', 'resources: [all.yaml]', ...e2ePatches(chartDaemonSet, new URL(cp?.server ?? '').port), ''].join('\n'),
+      );
+      postRenderer = join(scratch, 'post-render');
+      writeFileSync(postRenderer, `#!/bin/sh\nset -e\ncat > '${render}/all.yaml'\nexec '${await ensureKustomizeBinary()}' build '${render}'\n`, { mode: 0o755 });
+      // One provisioner per node: the base's DaemonSet goes (its PVs stay, nobody manages them now).
+      await apps.deleteNamespacedDaemonSet({ name: baseDaemonSet, namespace: 'kube-system' });
+      await waitFor(async () => ((await provisionerPods()).length === 0 ? true : undefined), { what: `the pods of ${baseDaemonSet} gone`, timeoutMs: 120_000 });
+      podSelector = `app.kubernetes.io/instance=${helmRelease}`;
+      disks?.volume(helmCls, 'vol1');
+      disks?.volume(helmCls, 'vol2');
+    }, 900_000);
+    afterAll(() => {
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
+    });
+
+    it('helm install: the DaemonSet pod runs the image on the node and creates a PV per mount of the chart class', async () => {
+      const t0 = performance.now();
+      await helmRun('install', helmRelease, chartDir, '-f', valuesFile('install', [helmCls]), '--post-renderer', postRenderer);
+      const first = await waitFor(async () => ((await pvsOf(helmCls)).length > 0 ? performance.now() : undefined), { what: `the first PV of ${helmCls}`, timeoutMs: 120_000, intervalMs: 250 });
+      measure('helm install to first PV', first - t0);
+      const all = await waitFor(async () => {
+        const l = await pvsOf(helmCls);
+        return l.length === 2 ? l : undefined;
+      }, { what: `2 PVs of ${helmCls}`, timeoutMs: 60_000 });
+      expect(all.map((pv) => pv.spec?.local?.path)).toEqual([`/mnt/disks/${helmCls}/vol1`, `/mnt/disks/${helmCls}/vol2`]);
+      const pod = await waitFor(readyPod, { what: 'the chart provisioner pod Ready', timeoutMs: 60_000 });
+      expect(pod.metadata?.ownerReferences?.[0]?.name).toBe(chartDaemonSet);
+      expect(pod.spec?.nodeName).toBe(nodeName);
+      expect(pod.spec?.containers[0]?.image).toBe(image.ref);
+      expect((await api.storage.readStorageClass({ name: helmCls })).volumeBindingMode).toBe('WaitForFirstConsumer');
+    });
+
+    it("a Pod with a PVC of the chart's StorageClass is scheduled, binds and writes", async () => {
+      await claimAndWrite('hdata', 'happ', helmCls);
+    });
+
+    it('helm upgrade with a new class: the ConfigMap change is applied in place (same container, no rollout)', async () => {
+      disks?.volume(helmNewCls, 'vol1');
+      const before = await readyPod();
+      const ds = await apps.readNamespacedDaemonSet({ name: chartDaemonSet, namespace: 'kube-system' });
+      const t0 = await reloadAfter('helm upgrade to reload applied (kubelet sync included)', async () => {
+        await helmRun('upgrade', helmRelease, chartDir, '-f', valuesFile('upgrade', [helmCls, helmNewCls]), '--post-renderer', postRenderer);
+      });
+      const fresh = await waitFor(async () => ((await pvsOf(helmNewCls)).length === 1 ? performance.now() : undefined), { what: `a PV of ${helmNewCls}`, timeoutMs: 60_000, intervalMs: 250 });
+      measure('helm upgrade to the new class PV', fresh - t0);
+      const after = await readyPod();
+      expect(after?.metadata?.uid).toBe(before?.metadata?.uid);
+      expect(container(after)).toMatchObject({ containerID: container(before)?.containerID, restartCount: 0 });
+      // The pod template did not change: no rollout (docs/helm.md, "One discovery root").
+      expect((await apps.readNamespacedDaemonSet({ name: chartDaemonSet, namespace: 'kube-system' })).metadata?.generation).toBe(ds.metadata?.generation);
+    });
+
+    it('deleting the Pod and the PVC cleans the volume and the PV comes back Available', async () => {
+      const { pv, ms } = await releaseAndWait('hdata', 'happ');
+      measure('Pod+PVC delete to PV Available (helm install)', ms);
+      expect(readdirSync(pv.spec?.local?.path ?? '')).toEqual([]);
+    });
+
+    it("helm uninstall removes the chart's objects and leaves every PV (the daemon's, not the chart's)", async () => {
+      const pvUids = await pvUidsNow();
+      expect([...(await pvsOf(helmCls)), ...(await pvsOf(helmNewCls))]).toHaveLength(3);
+      await helmRun('uninstall', helmRelease, '--wait', '--timeout', '120s');
+      await waitFor(async () => ((await provisionerPods()).length === 0 ? true : undefined), { what: 'the chart pods gone', timeoutMs: 120_000 });
+      expect(await apps.readNamespacedDaemonSet({ name: chartDaemonSet, namespace: 'kube-system' }).catch(() => undefined)).toBeUndefined();
+      expect(await api.storage.readStorageClass({ name: helmCls }).catch(() => undefined)).toBeUndefined();
+      expect(await pvUidsNow()).toEqual(pvUids);
+      expect((await pvsOf(helmCls)).map((pv) => pv.status?.phase)).toEqual(['Available', 'Available']);
+    });
   });
 });

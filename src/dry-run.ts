@@ -10,6 +10,7 @@ import { PVCache, pvOnThisNode } from './volume/pv-cache.ts';
 import { loadConfig } from './config/load.ts';
 import { formatConfigError } from './controller/supervisor.ts';
 import { Discoverer } from './discovery/discoverer.ts';
+import { pvNodeLabels } from './volume/pv-node-label.ts';
 import { provisionerName } from './volume/naming.ts';
 import { LABEL_HOSTNAME } from './volume/pv-spec.ts';
 import type { Options } from './flags.ts';
@@ -57,6 +58,7 @@ function recordingPort(created: V1PersistentVolume[]): KubePort {
     deleteJob: refuse,
     createEvent: refuse,
     patchEvent: refuse,
+    patchPersistentVolume: refuse,
   };
 }
 
@@ -148,6 +150,7 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
     pvCache,
     storageClasses: staticInformer(view.storageClasses),
     cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
+    extraLabels: pvNodeLabels(opts.pvNodeLabel, opts.nodeName),
   });
   const result = await discoverer.discover();
   pvCache.close();

@@ -25,6 +25,8 @@ export interface Options {
   configWatch: boolean;
   cleanTimeoutMs: number;
   maxConcurrentCleans: number;
+  /** --pv-node-label: label this node's PVs with the node name and list/watch PVs by that label. */
+  pvNodeLabel: boolean;
   logLevel: string;
   logFormat: LogFormat;
   /** klog flags of the Go provisioner that were given and have no effect (main warns once). */
@@ -79,6 +81,10 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --clean-timeout DUR          kill an in-process block cleaner after this long; a cleanup
                                Job's activeDeadlineSeconds (default 1h)
   --max-concurrent-cleans N    in-process cleanups running at once (default 4)
+  --pv-node-label=BOOL         label this node's PVs local-static-provisioner/node=<node name>
+                               (new ones, and existing ones: needs RBAC patch on PVs) and list and
+                               watch only those plus unlabelled PVs, instead of every PV of the
+                               cluster (default false: PVs exactly as the Go provisioner makes them)
   --log-level LEVEL            trace, debug, info, warn, error, fatal or silent (default info,
                                env LOG_LEVEL)
   --log-format FORMAT          json, text or auto (default auto: text at a terminal outside a
@@ -193,6 +199,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'config-watch': { type: 'string', default: 'true' },
       'clean-timeout': { type: 'string', default: '1h' },
       'max-concurrent-cleans': { type: 'string', default: '4' },
+      'pv-node-label': { type: 'string', default: 'false' },
       'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
       'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
       'dry-run': { type: 'boolean', default: false },
@@ -217,6 +224,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     configWatch: parseBool('config-watch', values['config-watch']),
     cleanTimeoutMs: parseDur('clean-timeout', values['clean-timeout']),
     maxConcurrentCleans: parsePositiveInt('max-concurrent-cleans', values['max-concurrent-cleans']),
+    pvNodeLabel: parseBool('pv-node-label', values['pv-node-label']),
     logLevel: levelFromKlog(klog.verbosity, args, env) ?? parseLogLevel(values['log-level']),
     logFormat: parseLogFormat(values['log-format']),
     ignoredKlogFlags: klog.ignored,

@@ -2,8 +2,8 @@
 // local-volume-provisioner: the DaemonSet entry point. Wires the process-scope
 // parts (HTTP, metrics, API client, informers, event recorder, process table),
 // then config watcher -> supervisor -> controller generations.
-import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
-import { nodePVSelection } from './volume/pv-cache.ts';
+import type { V1Node } from '@kubernetes/client-node';
+import { createNodePVInformer, pvNodeLabels, PVNodeLabeler } from './volume/pv-node-label.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
@@ -77,14 +77,14 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   metrics.registerProcTable(() => procTable.stats());
 
   // Process-scope caches: their filters do not depend on the config, so they survive reloads.
-  // This node's PVs, plus stubs of other local PVs on this node (the deleter's path-in-use check).
-  const pvSelection = nodePVSelection(node);
-  const pvInformer = createInformer(kube, 'persistentvolumes', {
-    filter: pvSelection.filter,
-    transform: (pv: V1PersistentVolume) => stripManagedFields(pvSelection.transform(pv)),
+  // This node's PVs, plus stubs of other local PVs on this node (the deleter's path-in-use check);
+  // with --pv-node-label only labelled-for-this-node and unlabelled PVs are listed and watched.
+  const pvInformer = createNodePVInformer(kube, node, {
+    nodeLabel: opts.pvNodeLabel,
     logger: logger.child({ informer: 'persistentvolumes' }),
     metrics,
   });
+  const labeler = opts.pvNodeLabel ? new PVNodeLabeler(kube, node, pvInformer, logger.child({ component: 'pv-node-label' })) : undefined;
   const scInformer = createInformer(kube, 'storageclasses', {
     transform: stripManagedFields,
     logger: logger.child({ informer: 'storageclasses' }),
@@ -125,6 +125,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     discoveryPeriodMs: opts.discoveryPeriodMs,
     cleanTimeoutMs: opts.cleanTimeoutMs,
     maxConcurrentCleans: opts.maxConcurrentCleans,
+    extraPVLabels: pvNodeLabels(opts.pvNodeLabel, opts.nodeName),
     cleanRetryBackoff: new KeyedBackoff(DEFAULT_RETRY_BACKOFF),
     jobFailureBackoff: new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF),
     shutdown: stopping.signal,
@@ -161,6 +162,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     process.off('SIGHUP', onHup);
     await watcher.stop();
     await supervisor.stop();
+    await labeler?.stop();
     await Promise.all([pvInformer.stop(), scInformer.stop()]);
     await recorder.stop();
     await http.close();

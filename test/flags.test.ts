@@ -43,6 +43,13 @@ describe('parseOptions', () => {
     expect(o.hotReload).toBe(false);
   });
 
+  it('--pv-node-label is off by default and parses like the other booleans (Go-style spelling too)', () => {
+    expect(parseOptions([], {}).pvNodeLabel).toBe(false);
+    expect(parseOptions(['--pv-node-label=true'], {}).pvNodeLabel).toBe(true);
+    expect(parseOptions(['-pv-node-label=yes'], {}).pvNodeLabel).toBe(true);
+    expect(() => parseOptions(['--pv-node-label=sometimes'], {})).toThrow('invalid value "sometimes" for --pv-node-label: want true or false');
+  });
+
   it.each([
     [['--discovery-period', '10'], /discovery-period/],
     [['--discovery-period=-5s'], /--discovery-period: negative/],
@@ -55,7 +62,7 @@ describe('parseOptions', () => {
   });
 
   it('documents every flag and env var in --help', () => {
-    for (const w of ['--listen-address', '--metrics-path', '--discovery-period', '--config-sync-period', '--config-dir', '--max-config-file-size', '--kube-api-qps', '--kube-api-burst', '--hot-reload', '--dry-run', 'MY_NODE_NAME', 'MY_NAMESPACE', 'JOB_CONTAINER_IMAGE', 'KUBECONFIG', 'SIGHUP']) {
+    for (const w of ['--listen-address', '--metrics-path', '--discovery-period', '--config-sync-period', '--config-dir', '--max-config-file-size', '--kube-api-qps', '--kube-api-burst', '--hot-reload', '--pv-node-label', '--dry-run', 'MY_NODE_NAME', 'MY_NAMESPACE', 'JOB_CONTAINER_IMAGE', 'KUBECONFIG', 'SIGHUP']) {
       expect(HELP).toContain(w);
     }
   });

@@ -36,8 +36,8 @@ export class Buildah {
 
   /** The OCI config of image `ref` (Entrypoint, Cmd, Env, Labels, ...). */
   async imageConfig(ref: string): Promise<OciImageConfig> {
-    const out = await this.run(['inspect', '--type', 'image', '--format', '{{json .OCIv1.Config}}', ref]);
-    return JSON.parse(out) as OciImageConfig;
+    const out = await this.run(['inspect', '--type', 'image', ref]);
+    return (JSON.parse(out) as { OCIv1: { config?: OciImageConfig } }).OCIv1.config ?? {};
   }
 }
 

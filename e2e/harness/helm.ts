@@ -69,10 +69,15 @@ export interface HelmResult {
   readonly stderr: string;
 }
 
-/** Runs `helm <args>` with a private HOME-less environment (no repo config, no plugins); never throws on exit code. */
+/**
+ * Runs `helm <args>` with a private environment (no repo config, no plugins; HOME is scratchDir, so the
+ * discovery cache of commands that talk to a cluster, $HOME/.kube/cache, lands there and not in the
+ * working directory); never throws on exit code.
+ */
 export function helm(binary: string, args: readonly string[], scratchDir: string): Promise<HelmResult> {
   const env = {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    HOME: scratchDir,
     HELM_CACHE_HOME: join(scratchDir, 'cache'),
     HELM_CONFIG_HOME: join(scratchDir, 'config'),
     HELM_DATA_HOME: join(scratchDir, 'data'),

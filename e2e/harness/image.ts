@@ -8,15 +8,15 @@
 //     downloads/, tmp/, lock/                  npm tarball, scratch, one build at a time
 // The image reference is docker.io/library/local-static-provisioner:<first 12 hex of the hash>; the hash
 // covers the Dockerfile, .dockerignore, package.json, package-lock.json, tsconfig*.json, src/,
-// deployment/scripts/ and the base image's hash.
+// scripts/bundle.ts, deployment/scripts/ and the base image's hash.
 import { createHash } from 'node:crypto';
-import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatElapsed, progressSink, type Progress } from './build-progress.ts';
 import { defaultCacheDir } from './build.ts';
 import { Buildah } from './buildah.ts';
-import { baseImageHash, ensureNodeBaseImage, nodePackageBinary } from './image-base.ts';
+import { baseImageCacheRef, baseImageHash, ensureNodeBaseImage, NODE_BASE_REF, nodePackageBinary } from './image-base.ts';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -32,6 +32,7 @@ export const IMAGE_INPUTS: readonly string[] = Object.freeze([
   'tsconfig.json',
   'tsconfig.build.json',
   'src',
+  'scripts/bundle.ts',
   'deployment/scripts',
 ]);
 
@@ -88,6 +89,7 @@ export const archivePathFor = (hash: string, cacheDir: string = defaultCacheDir(
   join(imagesDir(cacheDir), 'provisioner', hash, 'provisioner.oci.tar');
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const touch = (p: string): Promise<void> => utimes(p, new Date(), new Date()).catch(() => undefined);
 
 /** Progress of a `buildah bud`: the step it is on ("[2/3] STEP 4/7: RUN npm ci ...") and the time spent. */
 export class StepProgress implements Progress {
@@ -102,10 +104,14 @@ export class StepProgress implements Progress {
 
   /** True when `line` is a STEP line (the shown step changed). */
   line(line: string): boolean {
-    const m = /^(\[\d+\/\d+\] )?STEP \d+\/\d+: /.exec(line);
-    if (!m) return false;
-    this.#step = line.length > 90 ? `${line.slice(0, 87)}...` : line;
+    if (!/^(\[\d+\/\d+\] )?STEP \d+\/\d+: /.test(line)) return false;
+    this.set(line);
     return true;
+  }
+
+  /** Shows `what` as the current step (cut at 90 characters). */
+  set(what: string): void {
+    this.#step = what.length > 90 ? `${what.slice(0, 87)}...` : what;
   }
 
   format(now: number): string {
@@ -125,7 +131,7 @@ async function hostCaBundle(): Promise<string | undefined> {
  * One build at a time per cache dir: a lock directory holding the owner's pid. A lock whose owner is gone
  * (killed) is taken over. Waits up to an hour for a live owner.
  */
-async function withLock<T>(dir: string, log: (msg: string) => void, fn: () => Promise<T>): Promise<T> {
+export async function withLock<T>(dir: string, log: (msg: string) => void, fn: () => Promise<T>): Promise<T> {
   const lock = join(dir, 'lock');
   const deadline = Date.now() + 3_600_000;
   let told = false;
@@ -176,13 +182,20 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
   const hash = await imageInputsHash(repoDir, baseHash);
   const ref = imageRefFor(hash);
   const archive = archivePathFor(hash, cacheDir);
-  if (await exists(archive)) return { archive, ref };
+  if (await exists(archive)) {
+    await touch(dirname(archive)); // in use: pruneArchives keeps the newest
+    return { archive, ref };
+  }
 
+  if (process.getuid?.() !== 0) throw new Error(`building the image ${ref} needs root (buildah with chroot isolation, mmdebstrap); no archive at ${archive}`);
   const dir = imagesDir(cacheDir);
   await mkdir(dir, { recursive: true });
   return withLock(dir, log, async () => {
     if (await exists(archive)) return { archive, ref }; // built by the lock's previous owner
     const buildah = imageStorage(cacheDir);
+    // Holding the lock, no other build uses this storage: what a killed build left behind goes.
+    await rm(join(dir, 'tmp'), { recursive: true, force: true });
+    await buildah.run(['rm', '--all']).catch(() => undefined);
     const started = performance.now();
     const progress = new StepProgress('image', started);
     const sink = progressSink({ tty: opts.tty ?? process.stderr.isTTY === true, write: (t) => process.stderr.write(t), log });
@@ -204,11 +217,13 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       const secret = ca === undefined ? [] : ['--secret', `id=build_ca,src=${ca}`];
       await buildah.run([...BUD_ARGS, ...secret, '-f', join(repoDir, 'Dockerfile'), '-t', ref, repoDir], (line) => {
         onLine(line);
-        const id = /^(?:--> |Using cache )([0-9a-f]{11,64})\b/.exec(line)?.[1];
-        if (id) stepIds.add(id);
+        const id = stepImageId(line);
+        if (id !== undefined) stepIds.add(id);
       });
       await mkdir(dirname(archive), { recursive: true });
       const tmp = `${archive}.tmp-${process.pid}`;
+      progress.set('writing the OCI archive');
+      sink.update(progress);
       try {
         await buildah.run(['push', ref, `oci-archive:${tmp}:${ref}`]);
         await rename(tmp, archive);
@@ -221,8 +236,25 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
     }
     log(`image: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${archive} (${ref})`);
     await pruneStorage(buildah, ref, baseHash, stepIds, log);
+    await pruneArchives(dirname(dirname(archive)), KEEP_ARCHIVES, log);
     return { archive, ref };
   });
+}
+
+/** Archives kept in images/provisioner/ (the newest): other checkouts on the machine may still use theirs. */
+export const KEEP_ARCHIVES = 3;
+
+/** Removes all but the `keep` newest archive directories under `dir` (images/provisioner). */
+export async function pruneArchives(dir: string, keep: number, log: (msg: string) => void): Promise<void> {
+  try {
+    const dirs = await Promise.all(
+      (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map(async (e) => ({ path: join(dir, e.name), mtime: (await stat(join(dir, e.name))).mtimeMs })),
+    );
+    dirs.sort((a, b) => b.mtime - a.mtime);
+    for (const d of dirs.slice(keep)) await rm(d.path, { recursive: true, force: true });
+  } catch (err) {
+    log(`image: could not prune old archives in ${dir}: ${(err as Error).message}`);
+  }
 }
 
 /**
@@ -232,20 +264,33 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
  */
 async function pruneStorage(buildah: Buildah, ref: string, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
   try {
-    const keepNames = new Set([ref, `localhost/lsp-node-base:${baseHash}`, 'docker.io/library/node:24-bookworm-slim']);
-    const out = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
-    const byId = new Map<string, string[]>();
-    for (const line of out.split('\n')) {
-      const [id, name] = line.trim().split(' ');
-      if (!id || !name) continue;
-      const plain = id.replace(/^sha256:/, '');
-      byId.set(plain, [...(byId.get(plain) ?? []), name]);
-    }
-    const drop = [...byId]
-      .filter(([id, names]) => !names.some((n) => keepNames.has(n)) && ![...stepIds].some((s) => id.startsWith(s)))
-      .map(([id]) => id);
+    const keepNames = new Set([ref, baseImageCacheRef(baseHash), NODE_BASE_REF]);
+    const listing = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
+    const drop = imagesToPrune(listing, keepNames, stepIds);
     if (drop.length > 0) await buildah.run(['rmi', '-f', ...drop]);
   } catch (err) {
     log(`image: could not prune old images from ${buildah.dir}: ${(err as Error).message.split('\n')[0] ?? ''}`);
   }
+}
+
+/** The image id a `buildah bud --layers` output line reports for a step ("--> 6b6b3d93781", "--> Using cache <id>"). */
+export function stepImageId(line: string): string | undefined {
+  return /^-->\s+(?:Using cache\s+)?([0-9a-f]{11,64})\b/.exec(line.trim())?.[1];
+}
+
+/**
+ * The ids in a `buildah images -a --no-trunc --format '{{.ID}} {{.Name}}:{{.Tag}}'` listing to remove: every
+ * image with none of `keepNames` whose id does not start with one of `stepIds`.
+ */
+export function imagesToPrune(listing: string, keepNames: ReadonlySet<string>, stepIds: ReadonlySet<string>): string[] {
+  const byId = new Map<string, string[]>();
+  for (const line of listing.split('\n')) {
+    const [id, name] = line.trim().split(/\s+/);
+    if (id === undefined || id === '' || name === undefined) continue;
+    const plain = id.replace(/^sha256:/, '');
+    byId.set(plain, [...(byId.get(plain) ?? []), name]);
+  }
+  return [...byId]
+    .filter(([id, names]) => !names.some((n) => keepNames.has(n)) && ![...stepIds].some((s) => id.startsWith(s)))
+    .map(([id]) => id);
 }

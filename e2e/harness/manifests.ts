@@ -22,7 +22,7 @@ export const deploymentDir = resolve(dirname(fileURLToPath(import.meta.url)), '.
 export const baseRbacManifests = [join(deploymentDir, 'serviceaccount.yaml'), join(deploymentDir, 'rbac.yaml')];
 
 /** The RBAC files (the `resources:` of its kustomization.yaml) of an opt-in kustomize component. */
-export function componentManifests(name: 'job-cleaning' | 'taint-removal'): string[] {
+export function componentManifests(name: 'job-cleaning' | 'taint-removal' | 'pv-node-label'): string[] {
   const dir = join(deploymentDir, 'components', name);
   const k = parseYaml(readFileSync(join(dir, 'kustomization.yaml'), 'utf8')) as { kind?: string; resources?: string[] };
   if (k.kind !== 'Component' || !k.resources?.length) throw new Error(`${dir}/kustomization.yaml is not a kustomize Component with resources`);

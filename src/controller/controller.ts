@@ -52,6 +52,8 @@ export interface ProcessContext {
   readonly discoveryPeriodMs: number;
   readonly cleanTimeoutMs: number;
   readonly maxConcurrentCleans: number;
+  /** Labels added to every PV this node creates, over labelsForPV (--pv-node-label). */
+  readonly extraPVLabels?: Readonly<Record<string, string>> | undefined;
   /** Mount table (default /proc/self/mountinfo; a seam for tests). */
   readonly mountInfoPath?: string | undefined;
   /** Process-scope retry state, so a config reload does not reset cleanup backoff. */
@@ -186,6 +188,7 @@ export async function startController(
     storageClasses: pc.scInformer,
     cleanupTracker: tracker,
     signal: abort.signal,
+    extraLabels: pc.extraPVLabels,
   });
 
   log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');

@@ -67,6 +67,8 @@ export interface DiscovererOptions {
   readonly sysRoot?: string | undefined;
   /** Backoff between create attempts for one PV name after a failure (default 10 s .. 5 min). */
   readonly createBackoff?: BackoffOptions | undefined;
+  /** Labels every created PV gets on top of buildPVLabels (they win over labelsForPV): --pv-node-label. */
+  readonly extraLabels?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface DiscoveryResult {
@@ -146,7 +148,7 @@ export class Discoverer {
     // The Go provisioner exits when this fails; we report it on every pass instead.
     try {
       this.#setup = {
-        labels: buildPVLabels(env.node, env.config),
+        labels: { ...buildPVLabels(env.node, env.config), ...opts.extraLabels },
         hostnameTerm: nodeHostnameTerm(env.node),
         ownerReference: nodeOwnerReference(env.node),
       };

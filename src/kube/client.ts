@@ -389,6 +389,11 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       await call('delete', 'persistentvolumes', () => core.deletePersistentVolumeWithHttpInfo(deleteRequest({ name }, d), callOpts()));
     },
 
+    patchPersistentVolume: (name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> =>
+      call('patch', 'persistentvolumes', () =>
+        core.patchPersistentVolumeWithHttpInfo({ name, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch, callOpts())),
+      ),
+
     async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
       await call('delete', 'persistentvolumeclaims', () =>
         core.deleteNamespacedPersistentVolumeClaimWithHttpInfo(deleteRequest({ name, namespace }, d), callOpts()),

@@ -115,6 +115,8 @@ export interface KubePort {
 
   createPersistentVolume(pv: V1PersistentVolume): Promise<V1PersistentVolume>;
   deletePersistentVolume(name: string, opts?: DeleteOptions): Promise<void>;
+  /** Merge-patches a PV (used to add the node label of --pv-node-label to adopted PVs). */
+  patchPersistentVolume(name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume>;
   deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void>;
 
   createJob(namespace: string, job: V1Job): Promise<V1Job>;

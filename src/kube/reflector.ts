@@ -224,6 +224,7 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
     let resourceVersion: string;
     let token: string | undefined;
     let restarts = 0;
+    let listed = 0;
     for (;;) {
       let page;
       try {
@@ -240,16 +241,18 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
         if (token === undefined || !isGone(e) || ++restarts > EXPIRED_LIST_RESTARTS) throw e;
         this.#log.info({ resource: this.#kind, restarts }, `the ${this.#kind} list's continue token expired; listing again from the first page`);
         next.clear();
+        listed = 0;
         token = undefined;
         continue;
       }
       if (page === STOPPED) return false;
       this.#keep(page.items, next);
+      listed += page.items.length;
       resourceVersion = page.resourceVersion;
       token = page.continue;
       if (token === undefined) break;
     }
-    this.#replace(next, resourceVersion);
+    this.#replace(next, resourceVersion, listed);
     return true;
   }
 
@@ -374,7 +377,8 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
     }
   }
 
-  #replace(next: Map<string, ResourceTypes[K]>, resourceVersion: string): void {
+  /** `listed`: how many objects the list returned (kept or not), for the log. */
+  #replace(next: Map<string, ResourceTypes[K]>, resourceVersion: string, listed: number): void {
     const old = new Map(this.#store);
     this.#store.clear();
     for (const [k, v] of next) this.#store.set(k, v);
@@ -387,7 +391,8 @@ class Reflector<K extends ResourceKind> implements Informer<ResourceTypes[K]> {
     }
     if (!this.#synced) {
       this.#synced = true;
-      this.#log.debug({ resource: this.#kind, count: next.size }, 'informer synced');
+      const selector = this.#opts.labelSelector;
+      this.#log.debug({ resource: this.#kind, count: next.size, listed, ...(selector ? { selector } : {}) }, 'informer synced');
       for (const w of [...this.#syncWaiters]) w();
       this.#syncWaiters.clear();
     }

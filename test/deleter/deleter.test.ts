@@ -12,6 +12,8 @@ import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { generatePVName } from '../../src/volume/naming.ts';
+import { createNodePVInformer, PV_NODE_LABEL } from '../../src/volume/pv-node-label.ts';
+import { silentLogger } from '../../src/util/log.ts';
 import { FakeRecorder, liveStore, makePV as makeNamedPV, metricValue, newMetrics, NODE, NS } from './helpers.ts';
 import { writeMountInfo } from '../support/mountinfo.ts';
 import { splitEnv, testEnv } from '../support/env.ts';
@@ -481,6 +483,32 @@ describe('Deleter refuses PVs that may describe another volume', () => {
     expect(calls).toEqual([]);
     expect(readdirSync(dir)).toHaveLength(2);
     expect(refusals()[0]?.message).toContain('its volume "/mnt/disks/vol3" is also used by PV "hand-made"');
+  });
+
+  it('with --pv-node-label the node PV informer still sees an unlabelled hand-made victim: a labelled forged PV is refused', async () => {
+    const labelled: V1Node = { metadata: { name: NODE, uid: 'node-uid', labels: { 'kubernetes.io/hostname': NODE } } };
+    const affinity = { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [NODE] }] }] } };
+    const victim = manualPV('manual-vol5', '/mnt/disks/vol5');
+    victim.spec = { ...victim.spec, nodeAffinity: affinity };
+    fake.put('persistentvolumes', victim);
+    const forged = makePV('vol5', { uid: 'uid-forged5' });
+    forged.metadata = { ...forged.metadata, labels: { [PV_NODE_LABEL]: NODE } };
+    forged.spec = { ...forged.spec, nodeAffinity: affinity };
+    fake.put('persistentvolumes', forged);
+    const dir = fsVolume('vol5');
+    const informer = createNodePVInformer(fake, labelled, { nodeLabel: true, logger: silentLogger });
+    informer.start();
+    try {
+      await informer.waitForSync();
+      const { calls, over } = counting();
+      await pass(makeDeleter({ ...over, node: labelled, pvs: informer, allPvs: informer }));
+      expect(calls).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
+      expect(pvExists('vol5')).toBe(true);
+      expect(refusals()[0]?.message).toContain('is also used by PV "manual-vol5"');
+    } finally {
+      await informer.stop();
+    }
   });
 
   it('a legitimate PV is still cleaned and deleted next to other PVs of this node', async () => {

@@ -609,6 +609,18 @@ describe('Discoverer', () => {
     expect(pv.spec?.nodeAffinity).toBeUndefined();
   });
 
+  it('extraLabels (--pv-node-label) are added to the created PVs and win over labelsForPV; without them the labels are unchanged', async () => {
+    const [a, b] = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(a!);
+    const cfg = config({ sc1: cls('sc1') }, { labelsForPV: { 'local-static-provisioner/node': 'forged', app: 'x' } });
+    await discoverer(cfg, { extraLabels: { 'local-static-provisioner/node': 'test-node' } }).discover();
+    expect(pvs()[0]?.metadata?.labels).toEqual({ app: 'x', 'local-static-provisioner/node': 'test-node', zone: 'z1' });
+    expect(Object.keys(pvs()[0]?.metadata?.labels ?? {})).toEqual(['app', 'local-static-provisioner/node', 'zone']); // sorted, as Go marshals
+    await mounts(a!, b!);
+    await discoverer(config({ sc1: cls('sc1') })).discover();
+    expect(kube.object('persistentvolumes', generatePVName('mount2', 'test-node', 'sc1'))?.metadata?.labels).toEqual({ zone: 'z1' });
+  });
+
   it('a node without the hostname label is reported on every pass, never thrown', async () => {
     const d = discoverer(config({ sc1: cls('sc1') }), { node: { metadata: { name: 'n', uid: 'u', labels: {} } } });
     const r = await d.discover();

@@ -49,6 +49,8 @@ interface HistoryEntry {
   kind: ResourceKind;
   type: WatchEventType;
   obj: Obj;
+  /** For MODIFIED: the object before the change (a watch whose selector it leaves gets DELETED, one it enters ADDED). */
+  prev?: Obj | undefined;
 }
 
 const clone = <T>(o: T): T => structuredClone(o);
@@ -290,6 +292,13 @@ export class FakeKube implements KubePort {
     return this.#delete('persistentvolumes', undefined, name, opts);
   }
 
+  patchPersistentVolume(name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> {
+    return this.#call('patch', 'persistentvolumes', undefined, name, () => {
+      const cur = clone(this.#must('persistentvolumes', name));
+      return typed<V1PersistentVolume>(this.#write('persistentvolumes', mergePatch(cur, raw(patch)), 'MODIFIED'));
+    });
+  }
+
   deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void> {
     return this.#delete('persistentvolumeclaims', namespace, name, opts);
   }
@@ -384,9 +393,10 @@ export class FakeKube implements KubePort {
   }
 
   #write(kind: ResourceKind, o: Obj, type: WatchEventType): Obj {
+    const prev = this.#store(kind).get(objectKey(o));
     o.metadata = { ...o.metadata, resourceVersion: String(++this.#rv) };
     this.#store(kind).set(objectKey(o), o);
-    this.#emit({ rv: this.#rv, kind, type, obj: clone(o) });
+    this.#emit({ rv: this.#rv, kind, type, obj: clone(o), prev: type === 'MODIFIED' && prev ? clone(prev) : undefined });
     return clone(o);
   }
 
@@ -403,7 +413,12 @@ export class FakeKube implements KubePort {
   }
 
   #deliver(w: OpenWatch, h: HistoryEntry): void {
-    if (w.kind === h.kind && this.#matches(h.obj, w.opts)) w.send({ type: h.type, object: clone(h.obj) });
+    if (w.kind !== h.kind) return;
+    const now = this.#matches(h.obj, w.opts);
+    const before = h.prev === undefined ? now : this.#matches(h.prev, w.opts);
+    // Like the API server: a change that moves an object out of a watch's selector is a DELETED there, into it an ADDED.
+    if (now) w.send({ type: before ? h.type : 'ADDED', object: clone(h.obj) });
+    else if (before) w.send({ type: 'DELETED', object: clone(h.obj) });
   }
 }
 
