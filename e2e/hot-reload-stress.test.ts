@@ -112,6 +112,15 @@ const quantile = (xs: number[], q: number): number => {
 };
 const mib = (b: number): string => (b / 1024 / 1024).toFixed(1);
 
+/** The daemon's log lines about each PV whose create failed (or found it existing): what happened to it, in order. */
+function failedCreateLines(log: string): string[] {
+  const lines = log.split('\n');
+  const failed = /error creating PV|already exists; waiting for the cache/;
+  const pvs = new Set<string>();
+  for (const l of lines) if (failed.test(l)) pvs.add(/"pv":"([^"]+)"/.exec(l)?.[1] ?? '');
+  return lines.filter((l) => failed.test(l) || [...pvs].some((pv) => pv !== '' && l.includes(pv))).slice(-60);
+}
+
 describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are discovered and released', () => {
   const host = new HostFixtures('lsp-hrs-');
   const node = uniqueName('hrs-node');
@@ -258,7 +267,9 @@ describe.skipIf(!isRoot())('hot reload stress: 200 reloads while volumes are dis
     expect(childPids(pid)).toEqual([]);
 
     // No PV created twice: creates == incarnations; ADDED and DELETED alternate per name.
-    expect(failedCreates).toBe(0);
+    // A failed create names its reason in the daemon's log (AlreadyExists, an API error): show it,
+    // with the daemon's other lines about that PV, so a failure here says why.
+    expect(failedCreates, failedCreateLines(p.logs()).join('\n')).toBe(0);
     expect(deletes).toBe(releases);
     expect(creates).toBe(INITIAL_VOLUMES + mounts + releases);
     expect(discovered).toBe(creates);

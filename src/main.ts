@@ -4,6 +4,7 @@
 // then config watcher -> supervisor -> controller generations.
 import type { V1Node } from '@kubernetes/client-node';
 import { createNodePVInformer, pvNodeLabels, PVNodeLabeler } from './volume/pv-node-label.ts';
+import { CreatedPVs } from './volume/pv-cache.ts';
 import { startController, type ProcessContext } from './controller/controller.ts';
 import { readConfigDir } from './config/load.ts';
 import { NodeTaintRemover } from './controller/node-taint.ts';
@@ -90,6 +91,8 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     logger: logger.child({ informer: 'storageclasses' }),
     metrics,
   });
+  // Outlives the generations like the informer it follows (see ProcessContext.createdPVs).
+  const createdPVs = new CreatedPVs(pvInformer);
   pvInformer.start();
   scInformer.start();
   metrics.registerCapacitySource(() => pvInformer.list());
@@ -104,6 +107,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     namespace: opts.namespace,
     jobImage: opts.jobImage,
     pvInformer,
+    createdPVs,
     scInformer,
     makeJobInformer: (labelSelector: string, onList: (err: unknown) => void) =>
       createInformer(kube, 'jobs', {

@@ -8,7 +8,8 @@
 // Reading the visible symlinks one by one can mix two generations, so we
 // resolve ..data once and read every key from that one generation directory.
 // If that generation disappears while we read (the kubelet deletes the old one
-// right after a swap), the read starts over; after a few tries it gives up
+// right after a swap), or ..data points elsewhere once we are done (the old
+// generation, emptied file by file, can list as no keys at all), the read starts over; after a few tries it gives up
 // with a transient ConfigReadError, which callers retry later.
 //
 // A plain directory without ..data (development, tests, the demo) is read as
@@ -166,7 +167,12 @@ async function readAttempt(dir: string, max: number): Promise<ConfigFiles> {
       cause: err,
     });
   }
-  return readGeneration(dir, target, max);
+  const files = await readGeneration(dir, target, max);
+  // ..data moved on while we read: the generation we listed may be the old one being removed file by
+  // file (its listing then is empty or partial, not a config). Read again.
+  const now = await readlink(path.join(dir, DATA)).catch(() => undefined);
+  if (now !== target) throw new Raced(path.join(dir, DATA));
+  return files;
 }
 
 /** Reads every ConfigMap key of one generation of `dir`. Throws ConfigReadError. */

@@ -11,7 +11,7 @@
 // outlive the generation.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
-import { PVCache } from '../volume/pv-cache.ts';
+import { PVCache, type CreatedPVs } from '../volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
 import { JobController, type JobPresence } from '../deleter/jobcontroller.ts';
@@ -37,6 +37,11 @@ export interface ProcessContext {
   readonly jobImage: string;
   /** This node's PVs (nodePVSelection: ours whole, stubs of other local PVs on this node), shared by every generation. */
   readonly pvInformer: Informer<V1PersistentVolume>;
+  /**
+   * PVs discovery created that pvInformer has not delivered yet, shared by every generation: after
+   * a reload the new generation must not create again what the previous one has just created.
+   */
+  readonly createdPVs: CreatedPVs;
   readonly scInformer: Informer<V1StorageClass>;
   readonly makeJobInformer: (labelSelector: string, onList: (err: unknown) => void) => Informer<V1Job>;
   /** Whether cleanup Jobs of this node may exist (decides whether a generation watches Jobs). */
@@ -126,7 +131,7 @@ export async function startController(
     mountInfoPath: pc.mountInfoPath,
   };
 
-  const pvCache = new PVCache(env, { informer: pc.pvInformer });
+  const pvCache = new PVCache(env, { informer: pc.pvInformer, created: pc.createdPVs });
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
     update: (oldPv, newPv) => {

@@ -72,38 +72,129 @@ export function nodePVSelection(node: V1Node): {
 /** What PVCache needs of the GenerationEnv: nodeId (both provisioned-by forms are adopted, see pvOnThisNode), logger, now. */
 export type PVCacheEnv = Pick<GenerationEnv, 'nodeId' | 'logger' | 'now'>;
 
-/** PVCache's own options. */
-export interface PVCacheOptions {
-  readonly informer: Informer<V1PersistentVolume>;
-  /** How long a PV noted by noteCreated is trusted without the informer confirming it (default 2 min). */
+/** CreatedPVs' options. */
+export interface CreatedPVsOptions {
+  /** How long a PV noted by note() is trusted without the informer confirming it (default 2 min). */
   readonly pendingTtlMs?: number | undefined;
+  readonly now?: (() => number) | undefined;
+}
+
+/** PVCache's own options. */
+export interface PVCacheOptions extends CreatedPVsOptions {
+  readonly informer: Informer<V1PersistentVolume>;
+  /**
+   * The process-scope notes of PVs created but not yet delivered by the informer. A reload starts
+   * a new PVCache while the previous generation's last creates may still be on their way through
+   * the watch: with per-generation notes the new discovery would create those PVs again
+   * (AlreadyExists). Default: notes of this cache alone (tests).
+   */
+  readonly created?: CreatedPVs | undefined;
 }
 
 const DEFAULT_PENDING_TTL_MS = 2 * 60_000;
 const DELETED_UIDS_KEPT = 1024;
 
 /**
+ * The PVs discovery created that the informer has not delivered yet, by name. Lives as long as the
+ * informer it follows (process scope), so the notes outlive a controller generation: a delivery
+ * or a delete event ends a note, and a create response arriving after its PV's delete event does
+ * not resurrect it.
+ */
+export class CreatedPVs {
+  readonly #informer: Informer<V1PersistentVolume>;
+  readonly #now: () => number;
+  readonly #ttl: number;
+  /** Created by discovery, not yet delivered by the informer: name -> (pv, noted at). */
+  readonly #pending = new Map<string, { pv: V1PersistentVolume; at: number }>();
+  /** UIDs of recently deleted PVs, so a late note cannot resurrect one. */
+  readonly #deletedUids = new Set<string>();
+  readonly #unsubscribe: () => void;
+
+  constructor(informer: Informer<V1PersistentVolume>, opts: CreatedPVsOptions = {}) {
+    this.#informer = informer;
+    this.#now = opts.now ?? Date.now;
+    this.#ttl = opts.pendingTtlMs ?? DEFAULT_PENDING_TTL_MS;
+    this.#unsubscribe = informer.on({
+      add: (pv) => this.#pending.delete(objectKey(pv)),
+      update: (_old, pv) => this.#pending.delete(objectKey(pv)),
+      delete: (pv) => this.#deleted(pv),
+    });
+  }
+
+  /** Records a PV that discovery just created, until the informer delivers it (or it is deleted). */
+  note(pv: V1PersistentVolume): void {
+    const name = objectKey(pv);
+    if (!name || this.#informer.get(name)) return;
+    const uid = pv.metadata?.uid;
+    if (uid && this.#deletedUids.has(uid)) return;
+    this.#pending.set(name, { pv, at: this.#now() });
+  }
+
+  /** The noted PV of this name, unless the note has expired. */
+  get(name: string): V1PersistentVolume | undefined {
+    const p = this.#pending.get(name);
+    if (!p) return undefined;
+    if (this.#now() - p.at > this.#ttl) {
+      // Never confirmed: forget it. If it does exist, a create gets AlreadyExists and is skipped.
+      this.#pending.delete(name);
+      return undefined;
+    }
+    return p.pv;
+  }
+
+  /** The live notes. */
+  list(): V1PersistentVolume[] {
+    const out: V1PersistentVolume[] = [];
+    for (const name of [...this.#pending.keys()]) {
+      const p = this.get(name);
+      if (p) out.push(p);
+    }
+    return out;
+  }
+
+  /** Number of notes not yet confirmed by the informer (expired ones included until read). */
+  get size(): number {
+    return this.#pending.size;
+  }
+
+  close(): void {
+    this.#unsubscribe();
+  }
+
+  #deleted(pv: V1PersistentVolume): void {
+    const name = objectKey(pv);
+    const uid = pv.metadata?.uid;
+    if (uid) {
+      this.#deletedUids.add(uid);
+      if (this.#deletedUids.size > DELETED_UIDS_KEPT) {
+        const first = this.#deletedUids.values().next().value;
+        if (first !== undefined) this.#deletedUids.delete(first);
+      }
+    }
+    const pending = this.#pending.get(name);
+    if (pending && (!uid || !pending.pv.metadata?.uid || pending.pv.metadata.uid === uid)) this.#pending.delete(name);
+  }
+}
+
+/**
  * The PVs this provisioner owns, by name and by spec.local.path. Fed by the
- * informer's handlers; `close()` unsubscribes (end of the generation).
+ * informer's handlers, plus the CreatedPVs notes; `close()` unsubscribes (end of the generation).
  */
 export class PVCache implements PVIndex {
   readonly #env: PVCacheEnv;
   readonly #log: Logger;
-  readonly #now: () => number;
-  readonly #ttl: number;
   readonly #pvs = new Map<string, V1PersistentVolume>();
-  /** Created by discovery, not yet delivered by the informer: name -> (pv, noted at). */
-  readonly #pending = new Map<string, { pv: V1PersistentVolume; at: number }>();
-  /** UIDs of recently deleted PVs, so a late noteCreated cannot resurrect one. */
-  readonly #deletedUids = new Set<string>();
+  readonly #created: CreatedPVs;
+  /** Whether #created is this cache's own (closed with it). */
+  readonly #ownCreated: boolean;
   readonly #byPath = new Map<string, Set<string>>();
   readonly #unsubscribe: () => void;
 
   constructor(env: PVCacheEnv, opts: PVCacheOptions) {
     this.#env = env;
     this.#log = env.logger;
-    this.#now = env.now;
-    this.#ttl = opts.pendingTtlMs ?? DEFAULT_PENDING_TTL_MS;
+    this.#ownCreated = opts.created === undefined;
+    this.#created = opts.created ?? new CreatedPVs(opts.informer, { pendingTtlMs: opts.pendingTtlMs, now: opts.now ?? env.now });
     this.#unsubscribe = opts.informer.on({
       add: (pv) => this.#upsert(pv),
       update: (_old, pv) => this.#upsert(pv),
@@ -122,16 +213,11 @@ export class PVCache implements PVIndex {
   }
 
   get(name: string): V1PersistentVolume | undefined {
-    return this.#pvs.get(name) ?? this.#livePending(name);
+    return this.#pvs.get(name) ?? this.#created.get(name);
   }
 
   list(): V1PersistentVolume[] {
-    const out = [...this.#pvs.values()];
-    for (const name of [...this.#pending.keys()]) {
-      const p = this.#livePending(name);
-      if (p) out.push(p);
-    }
-    return out;
+    return [...this.#pvs.values(), ...this.#created.list().filter((pv) => !this.#pvs.has(objectKey(pv)))];
   }
 
   /** PVs whose spec.local.path is exactly `localPath`. */
@@ -141,45 +227,28 @@ export class PVCache implements PVIndex {
       const pv = this.#pvs.get(name);
       if (pv) out.push(pv);
     }
-    for (const name of [...this.#pending.keys()]) {
-      const p = this.#livePending(name);
-      if (p?.spec?.local?.path === localPath) out.push(p);
-    }
+    for (const p of this.#created.list()) if (p.spec?.local?.path === localPath && !this.#pvs.has(objectKey(p))) out.push(p);
     return out;
   }
 
   /** Records a PV that discovery just created, until the informer delivers it (or it is deleted). */
   noteCreated(pv: V1PersistentVolume): void {
-    const name = objectKey(pv);
-    if (!name || this.#pvs.has(name)) return;
-    const uid = pv.metadata?.uid;
-    if (uid && this.#deletedUids.has(uid)) return;
-    this.#pending.set(name, { pv, at: this.#now() });
+    if (this.#pvs.has(objectKey(pv))) return;
+    this.#created.note(pv);
   }
 
   /** Number of PVs noted by noteCreated and not yet confirmed by the informer. */
   get pendingCount(): number {
-    return this.#pending.size;
+    return this.#created.size;
   }
 
   close(): void {
     this.#unsubscribe();
-  }
-
-  #livePending(name: string): V1PersistentVolume | undefined {
-    const p = this.#pending.get(name);
-    if (!p) return undefined;
-    if (this.#now() - p.at > this.#ttl) {
-      // Never confirmed: forget it. If it does exist, a create gets AlreadyExists and is skipped.
-      this.#pending.delete(name);
-      return undefined;
-    }
-    return p.pv;
+    if (this.#ownCreated) this.#created.close();
   }
 
   #upsert(pv: V1PersistentVolume): void {
     const name = objectKey(pv);
-    this.#pending.delete(name);
     const old = this.#pvs.get(name);
     if (!old && !this.adopts(pv)) return;
     if (old) this.#unindex(name, old);
@@ -191,16 +260,6 @@ export class PVCache implements PVIndex {
 
   #remove(pv: V1PersistentVolume): void {
     const name = objectKey(pv);
-    const uid = pv.metadata?.uid;
-    if (uid) {
-      this.#deletedUids.add(uid);
-      if (this.#deletedUids.size > DELETED_UIDS_KEPT) {
-        const first = this.#deletedUids.values().next().value;
-        if (first !== undefined) this.#deletedUids.delete(first);
-      }
-    }
-    const pending = this.#pending.get(name);
-    if (pending && (!uid || !pending.pv.metadata?.uid || pending.pv.metadata.uid === uid)) this.#pending.delete(name);
     const old = this.#pvs.get(name);
     if (!old) return;
     this.#unindex(name, old);

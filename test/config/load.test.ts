@@ -1,8 +1,21 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile, chmod, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConfigReadError, DEFAULT_MAX_CONFIG_FILE_BYTES, loadConfig, readConfigDir } from '../../src/config/load.ts';
+
+/** Runs (once) right before src/ next reads a directory: a kubelet swap landing between readlink and readdir. */
+const hook = vi.hoisted(() => ({ beforeReaddir: undefined as (() => Promise<void>) | undefined }));
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const orig = await importOriginal<typeof import('node:fs/promises')>();
+  const readdir = (async (...args: Parameters<typeof orig.readdir>) => {
+    const h = hook.beforeReaddir;
+    hook.beforeReaddir = undefined;
+    await h?.();
+    return orig.readdir(...args);
+  }) as typeof orig.readdir;
+  return { ...orig, readdir, default: { ...orig, readdir } };
+});
 
 let dir: string;
 
@@ -48,6 +61,17 @@ describe('readConfigDir: kubelet ConfigMap layout', () => {
     await writeFile(path.join(dir, '..g1', '..hidden'), 'x');
     await publish({ storageClassMap: CLASS, setPVOwnerRef: 'true' }, '..g2');
     await rm(path.join(dir, '..g1'), { recursive: true });
+    const f = await readConfigDir(dir);
+    expect(f).toEqual({ files: { storageClassMap: CLASS, setPVOwnerRef: 'true' }, generation: '..g2' });
+  });
+
+  it('a swap between resolving ..data and listing the old generation, emptied but not yet removed, is a race, not a config with no keys', async () => {
+    await publish({ storageClassMap: CLASS }, '..g1');
+    hook.beforeReaddir = async () => {
+      // The kubelet (and AtomicWriter) swap ..data, then remove the old generation file by file, then the directory.
+      await publish({ storageClassMap: CLASS, setPVOwnerRef: 'true' }, '..g2');
+      await rm(path.join(dir, '..g1', 'storageClassMap'));
+    };
     const f = await readConfigDir(dir);
     expect(f).toEqual({ files: { storageClassMap: CLASS, setPVOwnerRef: 'true' }, generation: '..g2' });
   });

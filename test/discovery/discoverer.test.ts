@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { PVCache, pvOnThisNode } from '../../src/volume/pv-cache.ts';
+import { CreatedPVs, PVCache, pvOnThisNode } from '../../src/volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
 import { roundDownCapacityPretty } from '../../src/volume/capacity.ts';
 import { formatQuantity } from '../../src/util/quantity.ts';
@@ -76,6 +76,17 @@ const sc = (name: string, extra: Partial<V1StorageClass> = {}): V1StorageClass =
   provisioner: 'kubernetes.io/no-provisioner',
   ...extra,
 });
+
+/** A PV informer whose watch never delivers anything (a lagging watch). */
+const silentInformer: Informer<V1PersistentVolume> = {
+  get: () => undefined,
+  list: () => [],
+  start: () => undefined,
+  stop: () => Promise.resolve(),
+  hasSynced: () => true,
+  waitForSync: () => Promise.resolve(),
+  on: () => () => undefined,
+};
 
 let root: string;
 let kube: FakeKube;
@@ -239,23 +250,31 @@ describe('Discoverer', () => {
   it('does not create twice while the PV watch lags behind (noteCreated)', async () => {
     const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
     await mounts(...paths);
-    // An informer whose watch never delivers anything.
-    const silent: Informer<V1PersistentVolume> = {
-      get: () => undefined,
-      list: () => [],
-      start: () => undefined,
-      stop: () => Promise.resolve(),
-      hasSynced: () => true,
-      waitForSync: () => Promise.resolve(),
-      on: () => () => undefined,
-    };
-    const lagging = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silent });
+    const lagging = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: lagging });
     expect((await d.discover()).created).toHaveLength(2);
     const before = kube.requests.length;
     const r2 = await d.discover();
     expect(r2).toMatchObject({ ready: true, created: [], errors: [] });
     expect(kube.requests.length).toBe(before);
+  });
+
+  it('after a reload, the new generation does not create again what the previous one just created (watch lagging)', async () => {
+    const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(...paths);
+    // The watch has not delivered the creates yet (a loaded node: the hot-reload stress e2e).
+    // As in startController: a PVCache per generation over the process-scope informer and CreatedPVs.
+    const created = new CreatedPVs(silentInformer);
+    const generation = () => new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer, created });
+    const first = generation();
+    expect((await discoverer(config({ sc1: cls('sc1') }), { pvCache: first }).discover()).created).toHaveLength(2);
+    first.close();
+    const before = kube.requests.length;
+    const r = await discoverer(config({ sc1: cls('sc1') }), { pvCache: generation() }).discover();
+    expect(r).toMatchObject({ ready: true, created: [], errors: [] });
+    expect(kube.requests.length).toBe(before);
+    const failed = await metrics.apiserverRequestsFailed.get();
+    expect(failed.values.find((v) => v.labels.method === 'create')?.value ?? 0).toBe(0);
   });
 
   it('picks up entries added later, and only those', async () => {
