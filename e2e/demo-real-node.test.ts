@@ -23,13 +23,13 @@ describe.skipIf(reason !== undefined)(`npm run demo -- --real-node${reason ? ` (
     const root = mkdtempSync(join(tmpdir(), 'lsp-e2e-demo-')); // private TMPDIR: the demo's dirs (control plane, node) go here
     const demo = runNodeScript(demoScript, ['--real-node'], { TMPDIR: root });
     try {
-      await waitFor(
-        () => {
-          if (demo.child.exitCode !== null) throw new Error(`demo exited with ${demo.child.exitCode}: ${demo.stderr()}`);
-          return demo.stdout().includes('Ctrl-C to stop');
-        },
-        { what: 'the demo to print "Ctrl-C to stop"', timeoutMs: 900_000, intervalMs: 1_000 },
-      );
+      // (waitFor retries on a throw: an early exit ends the wait as a value instead.)
+      const state = await waitFor(() => (demo.child.exitCode !== null ? 'exited' : demo.stdout().includes('Ctrl-C to stop') && 'ready'), {
+        what: 'the demo to print "Ctrl-C to stop"',
+        timeoutMs: 900_000,
+        intervalMs: 1_000,
+      });
+      if (state === 'exited') throw new Error(`demo exited with ${demo.child.exitCode}: ${demo.stderr()}`);
       const out = demo.stdout();
       for (const v of ['vol1', 'vol2', 'vol3']) expect(out).toMatch(new RegExp(`^local-pv-\\S+\\s.*\\sfast-disks\\s+/mnt/disks/fast-disks/${v}$`, 'm'));
       const row = /^demo-claim\s+(\S+)\s+(local-pv-\S+)\s+\S+\s+fast-disks\s+demo-app\s+demo-real-node\s+Running$/m.exec(out);
