@@ -11,8 +11,7 @@
 // `helm install` (a post-renderer adds what the kustomize overlay adds), a scheduled PVC, a new class
 // by `helm upgrade` applied in place, the PV Available again, `helm uninstall` leaving the PVs.
 // Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
@@ -25,104 +24,18 @@ import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.t
 import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
-import { nodeUnsupportedReason, onPath, startNode, type RealNode } from './harness/node.ts';
+import { startNode, type RealNode } from './harness/node.ts';
+import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, e2ePatches, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
 
-const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !onPath(t));
-const reason =
-  nodeUnsupportedReason() ??
-  (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??
-  (existsSync('/mnt/disks') ? '/mnt/disks exists on this host (the base DaemonSet discovers there): not touching it' : undefined);
+const reason = realNodeUnsupportedReason();
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
-const sh = (cmd: string, args: readonly string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-
-/**
- * /mnt/disks, the base's discovery root, made for this test: a self bind mount made rshared (a
- * hostPath with HostToContainer propagation needs a shared source), tmpfs volumes under it.
- * cleanup() unmounts everything under it and removes what it created (/mnt too if it was absent).
- */
-class DiscoveryRoot {
-  readonly root = '/mnt/disks';
-  readonly #createdTop: string;
-  readonly #loops: string[] = [];
-  readonly #backing = mkdtempSync(join(tmpdir(), 'lsp-real-node-disks-'));
-  constructor() {
-    this.#createdTop = existsSync('/mnt') ? this.root : '/mnt';
-    mkdirSync(this.root, { recursive: true });
-    sh('mount', ['--bind', this.root, this.root]);
-    sh('mount', ['--make-rshared', this.root]);
-  }
-  volume(cls: string, name: string): string {
-    const p = join(this.root, cls, name);
-    mkdirSync(p, { recursive: true });
-    sh('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'lsp-e2e', p]);
-    return p;
-  }
-  /** A loop device of `sizeMiB` (sparse file in a temp dir) linked as root/<cls>/<name>, the way disks are set up. */
-  blockDevice(cls: string, name: string, sizeMiB: number): string {
-    const file = join(this.#backing, `${name}.img`);
-    sh('truncate', ['-s', `${sizeMiB}M`, file]);
-    const dev = sh('losetup', ['--find', '--show', file]).trim();
-    this.#loops.push(dev);
-    mkdirSync(join(this.root, cls), { recursive: true });
-    symlinkSync(dev, join(this.root, cls, name));
-    return dev;
-  }
-  cleanup(): void {
-    // Deepest first, until nothing is mounted under the root (propagation may have doubled some).
-    for (let i = 0; i < 10; i++) {
-      const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-        .split('\n')
-        .map((l) => l.split(' ')[4] ?? '')
-        .filter((m) => m === this.root || m.startsWith(`${this.root}/`))
-        .sort((a, b) => b.length - a.length);
-      if (mounts.length === 0) break;
-      for (const m of mounts) {
-        try {
-          sh('umount', [m]);
-        } catch {
-          sh('umount', ['-l', m]);
-        }
-      }
-    }
-    rmSync(this.#createdTop, { recursive: true, force: true });
-    for (const d of this.#loops) sh('losetup', ['-d', d]);
-    rmSync(this.#backing, { recursive: true, force: true });
-  }
-}
 
 const container = (pod: V1Pod | undefined): V1ContainerStatus | undefined => pod?.status?.containerStatuses?.[0];
 
-/** The DaemonSet of the kustomize base, and the one of the chart installed as release `helmRelease`. */
-const baseDaemonSet = 'local-volume-provisioner';
+/** The chart installed as release `helmRelease`, and its DaemonSet. */
 const helmRelease = 'lvp';
 const chartDaemonSet = `${helmRelease}-local-static-provisioner`;
 const chartDir = join(import.meta.dirname, '..', 'helm', 'local-static-provisioner');
-
-/**
- * What the loopback-only apiserver needs of the DaemonSet `name` (and nothing else), as kustomize
- * JSON 6902 patch lines: hostNetwork, and the apiserver's address for the in-cluster config.
- */
-const e2ePatches = (name: string, port: string): string[] => [
-  'patches:',
-  `  - target: { kind: DaemonSet, name: ${name} }`,
-  '    patch: |',
-  '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
-  '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
-  `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
-];
-
-/** Prints the end of the provisioner containers' logs (kubelet podLogsDir), for failures. */
-function logProvisionerTail(node: RealNode): void {
-  const dir = join(node.dir, 'pod-logs');
-  for (const pod of readdirSync(dir).filter((d) => d.startsWith(`kube-system_${baseDaemonSet}`) || d.startsWith(`kube-system_${chartDaemonSet}`))) {
-    for (const c of readdirSync(join(dir, pod))) {
-      for (const f of readdirSync(join(dir, pod, c))) {
-        const lines = readFileSync(join(dir, pod, c, f), 'utf8').split('\n').slice(-15).join('\n');
-        console.log(`--- ${pod}/${c}/${f} (last lines) ---\n${lines}`);
-      }
-    }
-  }
-}
 
 describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${reason ? ` (skipped: ${reason})` : ''}`, { timeout: 300_000 }, () => {
   const nodeName = 'lsp-real-node';
@@ -170,29 +83,13 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     measure('image import (ctr images import)', performance.now() - t);
 
     // The e2e overlay: the loopback-only apiserver needs hostNetwork and its address; the image name.
-    overlay = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
-    const [imageName, tag] = [image.ref.slice(0, image.ref.lastIndexOf(':')), image.ref.slice(image.ref.lastIndexOf(':') + 1)];
-    const port = new URL(cp.server).port;
-    writeFileSync(
-      join(overlay, 'kustomization.yaml'),
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        `resources: [${relative(overlay, deploymentDir)}]`,
-        'images:',
-        `  - { name: local-static-provisioner, newName: ${imageName}, newTag: ${tag} }`,
-        ...e2ePatches(baseDaemonSet, port),
-        '',
-      ].join('\n'),
-    );
-    const objects = manifestObjects(await kustomizeBuild(kustomize, overlay));
-    await applyObjects(cp.adminKubeconfig, objects, `kustomize build ${overlay}`);
+    overlay = await applyBaseOverlay(cp, image, kustomize);
   });
 
   afterAll(async () => {
     // Node first (its containers hold copies of the /mnt/disks mounts), then the control plane.
     const errors: unknown[] = [];
-    if (node) logProvisionerTail(node);
+    if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`, `kube-system_${chartDaemonSet}`]);
     await node?.stop().catch((e: unknown) => errors.push(e));
     await cp?.stop().catch((e: unknown) => errors.push(e));
     try {

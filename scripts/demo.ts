@@ -6,9 +6,9 @@
 // PVC binds to a local PV, and the node agent (the kubelet stand-in) runs the
 // pod, which writes a file into the volume. Ctrl-C removes the mounts, the loop
 // device, the processes and the temp dirs. `npm run demo -- --once` exits after
-// showing the bound PVC (used by tests).
+// showing the bound PVC (used by tests). `--real-node`: the shipped DaemonSet on a real
+// node instead (scripts/demo-real-node.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
-import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane, freePort } from '../e2e/harness/controlplane.ts';
@@ -17,16 +17,31 @@ import { applyManifests } from '../e2e/harness/manifests.ts';
 import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from '../e2e/harness/node-agent.ts';
 import { HostFixtures, isRoot } from '../e2e/support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from '../e2e/support/provisioner.ts';
+import { claimTable, pvTable } from './demo-output.ts';
 
-const { values } = parseArgs({ options: { once: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } });
+const { values } = parseArgs({
+  options: { once: { type: 'boolean', default: false }, 'real-node': { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } },
+});
 if (values.help) {
-  console.log('usage: npm run demo [-- --once]\n  Starts a real control plane with a scheduler, demo mounts and the provisioner; shows the PVs and a PVC bound by a Pod. Ctrl-C cleans up.');
+  console.log(
+    [
+      'usage: npm run demo [-- [--real-node] [--once]]',
+      '  Starts a real control plane with a scheduler, demo mounts and the provisioner; shows the PVs and a PVC bound by a Pod. Ctrl-C cleans up.',
+      '  --real-node  the shipped kustomize base instead: its DaemonSet runs the product image on a real node (kubelet +',
+      '               containerd) and discovers tmpfs mounts under /mnt/disks; the Pod with the PVC runs on that node.',
+      '               Needs root, containerd, runc, containernetworking-plugins, iptables, nftables, buildah, mmdebstrap,',
+      '               no /mnt/disks and no other kubelet; otherwise exits 1 with the reason. Ctrl-C restores the host.',
+      '  --once       exit (and clean up) after showing the bound PVC',
+    ].join('\n'),
+  );
   process.exit(0);
 }
 if (!isRoot()) {
   console.error('npm run demo needs root: it mounts tmpfs volumes and attaches a loop device');
   process.exit(1);
 }
+
+if (values['real-node']) await (await import('./demo-real-node.ts')).realNodeDemo(values.once);
 
 const log = (m: string): void => console.error(`[demo] ${m}`);
 const NODE = 'demo-node';
@@ -101,7 +116,7 @@ try {
     },
     { what: '4 PersistentVolumes', timeoutMs: 60_000 },
   );
-  console.log(`\n${table(['NAME', 'CAPACITY', 'MODE', 'RECLAIM', 'STATUS', 'STORAGECLASS', 'PATH'], pvs.map(pvRow))}\n`);
+  console.log(`\n${pvTable(pvs)}\n`);
 
   // A Pod with a claim of the WaitForFirstConsumer class: the scheduler picks the node and the
   // PV (VolumeBinding), the PV controller binds the claim, the node agent "runs" the pod.
@@ -140,12 +155,7 @@ try {
   );
   const pv = await core.readPersistentVolume({ name: pvc.spec?.volumeName ?? '' });
   log(`PVC demo-claim Bound in ${(boundMs / 1000).toFixed(1)} s after it was created`);
-  console.log(
-    `\n${table(
-      ['PVC', 'STATUS', 'VOLUME', 'CAPACITY', 'STORAGECLASS', 'POD', 'NODE', 'POD STATUS'],
-      [[pvc.metadata?.name ?? '', pvc.status?.phase ?? '', pv.metadata?.name ?? '', pvc.status?.capacity?.['storage'] ?? '', pvc.spec?.storageClassName ?? '', 'demo-app', pod.spec?.nodeName ?? '', pod.status?.phase ?? '']],
-    )}\n`,
-  );
+  console.log(`\n${claimTable(pvc, pv, pod)}\n`);
   console.log(`the pod wrote ${join(pv.spec?.local?.path ?? '', 'hello.txt')}: ${readFileSync(join(pv.spec?.local?.path ?? '', 'hello.txt'), 'utf8').trim()}\n`);
   if (values.once) await cleanup(0);
   console.log(`export KUBECONFIG=${cp.adminKubeconfig}`);
@@ -155,23 +165,4 @@ try {
   console.error(`[demo] failed: ${(err as Error).message}`);
   if (prov) console.error(prov.logs().split('\n').slice(-20).join('\n'));
   await cleanup(1);
-}
-
-function pvRow(pv: V1PersistentVolume): string[] {
-  return [
-    pv.metadata?.name ?? '',
-    pv.spec?.capacity?.['storage'] ?? '',
-    pv.spec?.volumeMode ?? '',
-    pv.spec?.persistentVolumeReclaimPolicy ?? '',
-    pv.status?.phase ?? '',
-    pv.spec?.storageClassName ?? '',
-    pv.spec?.local?.path ?? '',
-  ];
-}
-
-/** Columns padded to their widest cell, like kubectl get. */
-function table(head: string[], rows: string[][]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const fmt = (r: string[]): string => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
-  return [fmt(head), ...rows.map(fmt)].join('\n');
 }

@@ -1,0 +1,134 @@
+// The shipped kustomize base on a real node (e2e/harness/node.ts), shared by e2e/real-node.test.ts and
+// `npm run demo -- --real-node`: why this host cannot do it, the /mnt/disks discovery root made for
+// the run, and the e2e overlay (hostNetwork and the apiserver's address for the loopback-only
+// control plane, the image name) built with kustomize and applied.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import type { ProvisionerImage } from '../harness/image.ts';
+import { kustomizeBuild } from '../harness/kustomize.ts';
+import { applyObjects, deploymentDir, manifestObjects } from '../harness/manifests.ts';
+import { nodeUnsupportedReason, onPath, type RealNode } from '../harness/node.ts';
+
+/** The base's discovery root (its ConfigMap's fast-disks class lives under it). */
+export const discoveryRoot = '/mnt/disks';
+/** The DaemonSet of the kustomize base. */
+export const baseDaemonSet = 'local-volume-provisioner';
+
+/** Why the shipped DaemonSet cannot run on a real node here (undefined: it can). */
+export function realNodeUnsupportedReason(): string | undefined {
+  const imageTools = ['buildah', 'mmdebstrap'].filter((t) => !onPath(t));
+  return (
+    nodeUnsupportedReason() ??
+    (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??
+    (existsSync(discoveryRoot) ? `${discoveryRoot} exists on this host (the base DaemonSet discovers there): not touching it` : undefined)
+  );
+}
+
+const sh = (cmd: string, args: readonly string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+/**
+ * /mnt/disks, the base's discovery root, made for this run: a self bind mount made rshared (a
+ * hostPath with HostToContainer propagation needs a shared source), tmpfs volumes under it.
+ * cleanup() unmounts everything under it and removes what it created (/mnt too if it was absent).
+ */
+export class DiscoveryRoot {
+  readonly root = discoveryRoot;
+  readonly #createdTop: string;
+  readonly #loops: string[] = [];
+  readonly #backing = mkdtempSync(join(tmpdir(), 'lsp-real-node-disks-'));
+  constructor() {
+    if (existsSync(this.root)) throw new Error(`${this.root} exists on this host: not touching it`);
+    this.#createdTop = existsSync('/mnt') ? this.root : '/mnt';
+    mkdirSync(this.root, { recursive: true });
+    sh('mount', ['--bind', this.root, this.root]);
+    sh('mount', ['--make-rshared', this.root]);
+  }
+  volume(cls: string, name: string): string {
+    const p = join(this.root, cls, name);
+    mkdirSync(p, { recursive: true });
+    sh('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'lsp-e2e', p]);
+    return p;
+  }
+  /** A loop device of `sizeMiB` (sparse file in a temp dir) linked as root/<cls>/<name>, the way disks are set up. */
+  blockDevice(cls: string, name: string, sizeMiB: number): string {
+    const file = join(this.#backing, `${name}.img`);
+    sh('truncate', ['-s', `${sizeMiB}M`, file]);
+    const dev = sh('losetup', ['--find', '--show', file]).trim();
+    this.#loops.push(dev);
+    mkdirSync(join(this.root, cls), { recursive: true });
+    symlinkSync(dev, join(this.root, cls, name));
+    return dev;
+  }
+  cleanup(): void {
+    // Deepest first, until nothing is mounted under the root (propagation may have doubled some).
+    for (let i = 0; i < 10; i++) {
+      const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+        .split('\n')
+        .map((l) => l.split(' ')[4] ?? '')
+        .filter((m) => m === this.root || m.startsWith(`${this.root}/`))
+        .sort((a, b) => b.length - a.length);
+      if (mounts.length === 0) break;
+      for (const m of mounts) {
+        try {
+          sh('umount', [m]);
+        } catch {
+          sh('umount', ['-l', m]);
+        }
+      }
+    }
+    rmSync(this.#createdTop, { recursive: true, force: true });
+    for (const d of this.#loops) sh('losetup', ['-d', d]);
+    rmSync(this.#backing, { recursive: true, force: true });
+  }
+}
+
+/**
+ * What the loopback-only apiserver needs of the DaemonSet `name` (and nothing else), as kustomize
+ * JSON 6902 patch lines: hostNetwork, and the apiserver's address for the in-cluster config.
+ */
+export const e2ePatches = (name: string, port: string): string[] => [
+  'patches:',
+  `  - target: { kind: DaemonSet, name: ${name} }`,
+  '    patch: |',
+  '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
+  '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
+  `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
+];
+
+/**
+ * Writes the e2e overlay of the base (the image, e2ePatches) into a new temp dir, builds it with
+ * `kustomize` and applies it to the control plane; resolves with the overlay dir (the caller removes it).
+ */
+export async function applyBaseOverlay(cp: { readonly adminKubeconfig: string; readonly server: string }, image: ProvisionerImage, kustomize: string): Promise<string> {
+  const overlay = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
+  const at = image.ref.lastIndexOf(':');
+  writeFileSync(
+    join(overlay, 'kustomization.yaml'),
+    [
+      'apiVersion: kustomize.config.k8s.io/v1beta1',
+      'kind: Kustomization',
+      `resources: [${relative(overlay, deploymentDir)}]`,
+      'images:',
+      `  - { name: local-static-provisioner, newName: ${image.ref.slice(0, at)}, newTag: ${image.ref.slice(at + 1)} }`,
+      ...e2ePatches(baseDaemonSet, new URL(cp.server).port),
+      '',
+    ].join('\n'),
+  );
+  await applyObjects(cp.adminKubeconfig, manifestObjects(await kustomizeBuild(kustomize, overlay)), `kustomize build ${overlay}`);
+  return overlay;
+}
+
+/** Prints the end of the logs of the containers of pods whose name starts with one of `podPrefixes` (kubelet podLogsDir), for failures. */
+export function logPodTails(node: RealNode, podPrefixes: readonly string[], print: (msg: string) => void = console.log): void {
+  const dir = join(node.dir, 'pod-logs');
+  for (const pod of readdirSync(dir).filter((d) => podPrefixes.some((p) => d.startsWith(p)))) {
+    for (const c of readdirSync(join(dir, pod))) {
+      for (const f of readdirSync(join(dir, pod, c))) {
+        const lines = readFileSync(join(dir, pod, c, f), 'utf8').split('\n').slice(-15).join('\n');
+        print(`--- ${pod}/${c}/${f} (last lines) ---\n${lines}`);
+      }
+    }
+  }
+}
