@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BatchedWriter, createLogger, formatTextLine, resolveLogFormat } from '../../src/util/log.ts';
+import { describe, expect, it } from 'vitest';
+import { createLogger, formatTextLine, resolveLogFormat } from '../../src/util/log.ts';
 import { useTempDir } from '../support/tmp.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
@@ -66,77 +66,6 @@ describe('the daemon keeps stdout for requested output', () => {
     const errLines = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(errLines.some((l) => l['level'] === 'warn' && String(l['msg']).includes('working offline'))).toBe(true);
     expect(r.stderr).toContain('configuration warning: useNodeNameOnIy: unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"?');
-  });
-});
-
-describe('BatchedWriter', () => {
-  afterEach(() => {
-    vi.useRealTimers();
-  });
-
-  function recorder(): { chunks: string[]; writeSync: (fd: number, buf: Buffer) => number } {
-    const chunks: string[] = [];
-    return {
-      chunks,
-      writeSync: (_fd, buf) => {
-        chunks.push(buf.toString());
-        return buf.length;
-      },
-    };
-  }
-
-  it('writes the lines of a burst in one system call, after the delay', () => {
-    vi.useFakeTimers();
-    const r = recorder();
-    const w = new BatchedWriter(2, { delayMs: 100, writeSync: r.writeSync });
-    w.write('a\n');
-    w.write('b\n');
-    w.write('c\n');
-    expect(r.chunks).toEqual([]);
-    vi.advanceTimersByTime(100);
-    expect(r.chunks).toEqual(['a\nb\nc\n']);
-    w.write('d\n');
-    vi.advanceTimersByTime(100);
-    expect(r.chunks).toEqual(['a\nb\nc\n', 'd\n']);
-  });
-
-  it('writes at once past maxBytes, and what is pending on flush()', () => {
-    vi.useFakeTimers();
-    const r = recorder();
-    const w = new BatchedWriter(2, { maxBytes: 4, writeSync: r.writeSync });
-    w.write('ab\n');
-    expect(r.chunks).toEqual([]);
-    w.write('cd\n');
-    expect(r.chunks).toEqual(['ab\ncd\n']);
-    w.write('e\n');
-    w.flush();
-    expect(r.chunks).toEqual(['ab\ncd\n', 'e\n']);
-    w.flush();
-    expect(r.chunks).toHaveLength(2);
-  });
-
-  it('finishes partial writes, retries EAGAIN and drops a batch on other errors', () => {
-    const out: string[] = [];
-    let calls = 0;
-    const w = new BatchedWriter(2, {
-      writeSync: (_fd, buf) => {
-        calls++;
-        if (calls === 2) throw Object.assign(new Error('again'), { code: 'EAGAIN' });
-        if (buf.toString().startsWith('bad')) throw Object.assign(new Error('bad fd'), { code: 'EBADF' });
-        out.push(buf.subarray(0, 2).toString());
-        return Math.min(2, buf.length);
-      },
-    });
-    w.write('hello\n');
-    w.flush();
-    expect(out.join('')).toBe('hello\n');
-    w.write('bad\n');
-    expect(() => {
-      w.flush();
-    }).not.toThrow();
-    w.write('ok');
-    w.flush();
-    expect(out.join('')).toBe('hello\nok');
   });
 });
 
