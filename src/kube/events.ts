@@ -3,8 +3,6 @@
 // collects events. Recording never throws and never blocks the caller.
 import { escapeControlChars } from '../util/errors.ts';
 
-export { escapeControlChars };
-
 export interface ObjectRef {
   readonly kind: string;
   readonly name: string;
