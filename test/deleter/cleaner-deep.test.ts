@@ -4,7 +4,7 @@
 // fds, and keep its error texts bounded.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -158,6 +158,47 @@ process.stdout.write(JSON.stringify(outcomes));
     expect(lastRes.ok).toBe(true);
     expect(readdirSync(vol)).toEqual([]);
     expect(snapshot()).toEqual(before);
+  });
+});
+
+describe('going back up into a level whose fd was closed', () => {
+  it('fails, naming it, when that level was moved meanwhile; nothing is removed through the symlink left in its place', async () => {
+    const vol = join(dir, 'vol');
+    mkdirSync(vol);
+    const mountInfoPath = join(dir, 'mountinfo');
+    writeMountInfo(mountInfoPath, [vol]);
+    const outside = join(dir, 'outside');
+    mkdirSync(join(outside, 'd'), { recursive: true });
+    writeFileSync(join(outside, 'keep'), 'keep');
+    writeFileSync(join(outside, 'd', 'keep'), 'keep');
+    // 30 levels (> MAX_OPEN_DIRS: the fds of the top levels are closed at the bottom), 1,000 files at the bottom so
+    // that the walk yields to the event loop several times while it is down there.
+    const levels = chain(vol, 'd', 30);
+    const bottom = levels.at(-1) as string;
+    for (let i = 0; i < 1000; i++) writeFileSync(join(bottom, `b${i}`), 'x');
+    let swapped = false;
+    const swap = (): void => {
+      if (readdirSync(bottom).length < 1000) {
+        // Level 2 moves elsewhere in the volume; a symlink to a directory outside takes its place.
+        renameSync(levels[1] as string, join(vol, 'moved'));
+        symlinkSync(outside, levels[1] as string);
+        swapped = true;
+      } else setImmediate(swap);
+    };
+    setImmediate(swap);
+    const r = await cleanFilesystem(vol, { mountInfoPath });
+    expect(swapped).toBe(true);
+    expect(r.ok).toBe(false);
+    // Level 2 is re-entered through `..` of level 3 (it is that same directory, moved); `..` of it is the volume
+    // root, not level 1: the walk stops there.
+    expect(r.error).toBe(`${levels[0]}: was moved or replaced during the clean; not re-entered`);
+    expect(readdirSync(outside).sort()).toEqual(['d', 'keep']);
+    expect(readdirSync(join(outside, 'd'))).toEqual(['keep']);
+    // The retry cleans the volume, unlinking the symlink without following it.
+    const again = await cleanFilesystem(vol, { mountInfoPath });
+    expect(again.error).toBeUndefined();
+    expect(readdirSync(vol)).toEqual([]);
+    expect(readdirSync(outside).sort()).toEqual(['d', 'keep']);
   });
 });
 
