@@ -22,17 +22,16 @@
 //    left in place and reported. A file that is a mount point cannot be
 //    unlinked (EBUSY): reported too.
 // 4. After the walk the root is listed again: anything left fails the clean.
-// A clean that left anything behind FAILS, so the PV is not handed out again
-// with foreign or old data.
-//
 // 5. Bounded fds at any depth: besides the root, only the deepest
 //    MAX_OPEN_DIRS directories of the walk keep their fd. Going back up to a
 //    directory whose fd was closed re-opens it as `..` of its open child (no
 //    name is resolved again, so nothing swapped meanwhile can be followed),
 //    and the fd must be the (st_dev, st_ino) recorded on the way down and on
 //    the root's mount, or the clean fails.
-// Error texts are bounded: paths keep their head and tail (MAX_SHOWN_PATH),
-// at most MAX_LISTED errors are kept, the whole text is capped (capText).
+// 6. Bounded error texts: paths keep their head and tail (MAX_SHOWN_PATH), at
+//    most MAX_LISTED errors are kept, the whole text is capped (capText).
+// A clean that left anything behind FAILS, so the PV is not handed out again
+// with foreign or old data.
 //
 // The walk is iterative (explicit stack: no recursion limit on deep trees);
 // every fd is closed on every path (also on abort and errors).
