@@ -2,6 +2,7 @@
 // against `find -mindepth 1 -delete` on the same tree. Needs root (tmpfs mounts).
 //
 //   node bench/clean-filesystem.ts [--dirs 100 --files 100 --rounds 5 --compare path/to/other-cleaner.ts]
+//   node bench/clean-filesystem.ts --depth 1500   # one chain of 1500 directories, a file in each, instead
 //
 // --compare imports another module exporting cleanFilesystem (e.g. an older cleaner.ts copied into src/deleter/)
 // and times it in the same run, rounds interleaved.
@@ -19,12 +20,14 @@ const { values } = parseArgs({
     dirs: { type: 'string', default: '100' },
     files: { type: 'string', default: '100' },
     rounds: { type: 'string', default: '5' },
+    depth: { type: 'string', default: '0' },
     compare: { type: 'string' },
   },
 });
 const dirs = Number(values.dirs);
 const files = Number(values.files);
 const rounds = Number(values.rounds);
+const depth = Number(values.depth);
 
 const base = mkdtempSync(join(tmpdir(), 'lsp-bench-clean-'));
 const vol = join(base, 'vol');
@@ -32,6 +35,12 @@ mkdirSync(vol);
 execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256m', 'lsp-bench', vol]);
 
 function populate(): void {
+  if (depth > 0) {
+    const levels = Array.from({ length: depth }, (_, i) => join(vol, ...Array.from({ length: i + 1 }, () => 'd')));
+    mkdirSync(levels.at(-1) as string, { recursive: true });
+    for (const l of levels) writeFileSync(join(l, 'f'), 'x');
+    return;
+  }
   for (let d = 0; d < dirs; d++) {
     mkdirSync(join(vol, `d${d}`));
     for (let f = 0; f < files; f++) writeFileSync(join(vol, `d${d}`, `f${f}`), 'x');
@@ -65,7 +74,8 @@ try {
       times.get(name)?.push(ms);
     }
   }
-  process.stdout.write(`${dirs} dirs x ${files} files (${dirs * files + dirs} entries) on tmpfs, ${rounds} rounds, interleaved\n\n`);
+  const tree = depth > 0 ? `a chain of ${depth} dirs, a file in each (${2 * depth} entries)` : `${dirs} dirs x ${files} files (${dirs * files + dirs} entries)`;
+  process.stdout.write(`${tree} on tmpfs, ${rounds} rounds, interleaved\n\n`);
   process.stdout.write('| cleaner | min (s) | median (s) | max (s) |\n|---|---|---|---|\n');
   for (const [name, ts] of times) {
     const s = [...ts].sort((a, b) => a - b);

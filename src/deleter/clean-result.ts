@@ -6,7 +6,7 @@ export interface CleanResult {
   /** Why the clean failed (undefined when ok). */
   readonly error?: string | undefined;
   readonly durationMs: number;
-  /** Filesystem: paths left in place because they are on another mount. */
+  /** Filesystem: paths left in place because they are on another mount (a path over 256 bytes keeps its head and tail). */
   readonly skipped: readonly string[];
   /** Filesystem: number of entries removed. */
   readonly removed: number;

@@ -9,7 +9,7 @@
 // or an abort kills the command's whole process group (execa killDescendants),
 // escalating to SIGKILL after a grace delay.
 import { execa } from 'execa';
-import { errorMessage as errMsg } from '../util/errors.ts';
+import { capText, errorMessage as errMsg } from '../util/errors.ts';
 
 import type { CleanResult } from './clean-result.ts';
 
@@ -59,7 +59,7 @@ export async function cleanBlockDevice(opts: BlockCleanOptions): Promise<CleanRe
     };
   const fail = (error: string, extra: Partial<CleanResult> = {}): CleanResult => ({
     ok: false,
-    error,
+    error: capText(error),
     durationMs: Date.now() - start,
     skipped: [],
     removed: 0,

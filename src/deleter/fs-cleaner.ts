@@ -22,11 +22,19 @@
 //    left in place and reported. A file that is a mount point cannot be
 //    unlinked (EBUSY): reported too.
 // 4. After the walk the root is listed again: anything left fails the clean.
+// 5. Bounded fds at any depth: besides the root, only the deepest
+//    MAX_OPEN_DIRS directories of the walk keep their fd. Going back up to a
+//    directory whose fd was closed re-opens it as `..` of its open child (no
+//    name is resolved again, so nothing swapped meanwhile can be followed),
+//    and the fd must be the (st_dev, st_ino) recorded on the way down and on
+//    the root's mount, or the clean fails.
+// 6. Bounded error texts: paths keep their head and tail (MAX_SHOWN_PATH), at
+//    most MAX_LISTED errors are kept, the whole text is capped (capText).
 // A clean that left anything behind FAILS, so the PV is not handed out again
 // with foreign or old data.
 //
 // The walk is iterative (explicit stack: no recursion limit on deep trees);
-// each level holds one fd, closed on every path (also on abort and errors).
+// every fd is closed on every path (also on abort and errors).
 // The tree is removed with synchronous fs calls in batches, yielding to the
 // event loop every OPS_PER_YIELD calls or YIELD_AFTER_MS, whichever comes
 // first: a threadpool round trip per file made an async version ~10x slower
@@ -34,7 +42,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, rmdirSync, unlinkSync, type Stats } from 'node:fs';
 import { formatDev, makeDev, readMountTable, toBytePath, type MountEntry } from '../host/mountinfo.ts';
 import type { CleanResult } from './clean-result.ts';
-import { errorMessage as errMsg } from '../util/errors.ts';
+import { capText, errorMessage as errMsg } from '../util/errors.ts';
 
 export interface FilesystemCleanOptions {
   /** The mount table, read afresh right before the clean (default /proc/self/mountinfo). */
@@ -45,10 +53,15 @@ export interface FilesystemCleanOptions {
 const OPS_PER_YIELD = 200;
 const YIELD_AFTER_MS = 4;
 const MAX_LISTED = 10;
+/** Directory fds held open at once besides the root's, whatever the depth (the deepest levels of the walk). */
+export const MAX_OPEN_DIRS = 16;
+/** A path in a message keeps its head and tail within this many bytes (a tree 20,000 levels deep has 40 KB paths). */
+const MAX_SHOWN_PATH = 256;
 // libuv adds O_CLOEXEC to every open; set it explicitly where Node exposes it.
 const O_CLOEXEC = (constants as { O_CLOEXEC?: number }).O_CLOEXEC ?? 0;
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | O_CLOEXEC;
 const SLASH = Buffer.from('/');
+const DOTDOT = Buffer.from('..');
 
 const errCode = (e: unknown): string | undefined =>
   typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
@@ -72,15 +85,20 @@ export function displayName(raw: Buffer): string {
   return out;
 }
 
-/** One open directory of the walk. */
+/** One directory of the walk (a frame of its stack). */
 interface Dir {
-  readonly fd: number;
+  /** Open fd, or -1 while it is closed to bound the open fds (re-opened through a child's `..`, see walk()). */
+  fd: number;
   /** `/proc/self/fd/<fd>/`: child paths are this plus the raw name. */
-  readonly prefix: Buffer;
-  /** Path relative to the volume root (empty for the root). */
-  readonly rel: Buffer;
-  /** Name in the parent directory. */
+  prefix: Buffer;
+  readonly parent: Dir | undefined;
+  /** Name in the parent directory (empty for the root). */
   readonly name: Buffer;
+  /** Identity recorded when the directory was entered: a re-opened fd must be this directory again. */
+  readonly dev: number;
+  readonly ino: number;
+  /** Mount points listed below this directory, relative to it, one char per byte (usually empty). */
+  readonly nested: ReadonlySet<string>;
   readonly names: Buffer[];
   next: number;
   /** Everything below was removed. */
@@ -91,30 +109,58 @@ interface Walk {
   readonly mountPath: string;
   readonly rootDev: number;
   readonly rootMnt: number;
-  /** Mount points below the volume, relative to it, one char per byte. */
-  readonly nested: ReadonlySet<string>;
   readonly signal: AbortSignal | undefined;
+  /** Entries left in place because they are on another mount (one per mount at most). */
   readonly skipped: string[];
+  /** The first MAX_LISTED errors (all of them are counted in errorCount). */
   readonly errors: string[];
+  errorCount: number;
   removed: number;
   ops: number;
   lastYield: number;
 }
 
-function openDir(path: string | Buffer, rel: Buffer, name: Buffer): Dir {
-  const fd = openSync(path, DIR_FLAGS);
-  return { fd, prefix: Buffer.from(`${fdPath(fd)}/`), rel, name, names: [], next: 0, complete: true };
+const NO_NESTED: ReadonlySet<string> = new Set();
+
+function setFd(dir: Dir, fd: number): void {
+  dir.fd = fd;
+  dir.prefix = fd < 0 ? Buffer.alloc(0) : Buffer.from(`${fdPath(fd)}/`);
+}
+
+function closeDir(dir: Dir): void {
+  if (dir.fd < 0) return;
+  const fd = dir.fd;
+  setFd(dir, -1);
+  closeSync(fd);
 }
 
 function list(dir: Dir): void {
   dir.names.push(...readdirSync(fdPath(dir.fd), { encoding: 'buffer' }));
 }
 
-const show = (w: Walk, rel: Buffer): string => (rel.length === 0 ? w.mountPath : `${w.mountPath}/${displayName(rel)}`);
+/** The mount points listed below `parent/name`, relative to it. */
+function nestedBelow(parent: Dir, name: Buffer): ReadonlySet<string> {
+  if (parent.nested.size === 0) return NO_NESTED;
+  const prefix = `${name.toString('latin1')}/`;
+  const out = new Set<string>();
+  for (const m of parent.nested) if (m.startsWith(prefix)) out.add(m.slice(prefix.length));
+  return out.size === 0 ? NO_NESTED : out;
+}
 
-function listed(items: readonly string[], what: string): string {
-  const more = items.length > MAX_LISTED ? ` and ${items.length - MAX_LISTED} more` : '';
-  return `${items.length} ${what}: ${items.slice(0, MAX_LISTED).join(', ')}${more}`;
+/** The path of `name` in `dir` (or of `dir` itself) for messages; a very long one keeps its head and tail. */
+function show(w: Walk, dir: Dir, name?: Buffer): string {
+  const parts: Buffer[] = name === undefined ? [] : [name];
+  for (let d: Dir | undefined = dir; d?.parent !== undefined; d = d.parent) {
+    parts.push(d.name);
+  }
+  if (parts.length === 0) return w.mountPath;
+  const rel = displayName(Buffer.concat(parts.reverse().flatMap((p, i) => (i === 0 ? [p] : [SLASH, p]))));
+  return capText(`${w.mountPath}/${rel}`, MAX_SHOWN_PATH, MAX_SHOWN_PATH / 2);
+}
+
+function listed(items: readonly string[], count: number, what: string): string {
+  const more = count > items.length ? ` and ${count - items.length} more` : '';
+  return `${count} ${what}: ${items.join(', ')}${more}`;
 }
 
 /** Removes everything inside `mountPath` (dotfiles included), never the directory itself, never across mounts. */
@@ -122,7 +168,7 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
   const start = Date.now();
   const done = (w: Walk | undefined, error?: string): CleanResult => ({
     ok: error === undefined,
-    error,
+    error: error === undefined ? undefined : capText(error),
     durationMs: Date.now() - start,
     skipped: w?.skipped ?? [],
     removed: w?.removed ?? 0,
@@ -137,23 +183,35 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
     return done(undefined, `cannot stat ${path}: ${errMsg(e)}`);
   }
   if (!st.isDirectory()) return done(undefined, `${path} is not a directory`);
-  let root: Dir;
+  let rootFd: number;
   try {
-    root = openDir(path, Buffer.alloc(0), Buffer.alloc(0));
+    rootFd = openSync(path, DIR_FLAGS);
   } catch (e) {
     return done(undefined, `cannot open ${path}: ${errMsg(e)}`);
   }
   try {
-    const checked = await checkMount(path, st, root.fd, opts.mountInfoPath);
+    const checked = await checkMount(path, st, rootFd, opts.mountInfoPath);
     if (typeof checked === 'string') return done(undefined, `${checked}; nothing was removed`);
+    const root: Dir = {
+      fd: rootFd,
+      prefix: Buffer.from(`${fdPath(rootFd)}/`),
+      parent: undefined,
+      name: Buffer.alloc(0),
+      dev: st.dev,
+      ino: st.ino,
+      nested: nestedMounts(path, checked.table),
+      names: [],
+      next: 0,
+      complete: true,
+    };
     const w: Walk = {
       mountPath: path,
       rootDev: st.dev,
       rootMnt: checked.id,
-      nested: nestedMounts(path, checked.table),
       signal: opts.signal,
       skipped: [],
       errors: [],
+      errorCount: 0,
       removed: 0,
       ops: 0,
       lastYield: performance.now(),
@@ -167,7 +225,7 @@ export async function cleanFilesystem(mountPath: string, opts: FilesystemCleanOp
     if (!(await walk(w, root))) return done(w, 'cleanup aborted');
     return done(w, verdict(w, root));
   } finally {
-    closeSync(root.fd);
+    closeSync(rootFd);
   }
 }
 
@@ -198,19 +256,19 @@ async function checkMount(
   return { id: rootMnt, table };
 }
 
-function nestedMounts(path: string, table: readonly MountEntry[]): Set<string> {
+function nestedMounts(path: string, table: readonly MountEntry[]): ReadonlySet<string> {
   const prefix = toBytePath(path === '/' ? '/' : `${path}/`);
   const out = new Set<string>();
   for (const m of table) if (m.mountPointBytes.startsWith(prefix)) out.add(m.mountPointBytes.slice(prefix.length));
-  return out;
+  return out.size === 0 ? NO_NESTED : out;
 }
 
 /** Rule 4 and the summary: undefined when the clean succeeded. */
 function verdict(w: Walk, root: Dir): string | undefined {
   const problems: string[] = [];
-  if (w.skipped.length > 0) problems.push(listed(w.skipped, 'entries are on another mount and were not removed (unmount them)'));
-  if (w.errors.length === 1) problems.push(w.errors[0] as string);
-  else if (w.errors.length > 1) problems.push(listed(w.errors, 'errors'));
+  if (w.skipped.length > 0) problems.push(listed(w.skipped.slice(0, MAX_LISTED), w.skipped.length, 'entries are on another mount and were not removed (unmount them)'));
+  if (w.errorCount === 1) problems.push(w.errors[0] as string);
+  else if (w.errorCount > 1) problems.push(listed(w.errors, w.errorCount, 'errors'));
   if (problems.length > 0) return problems.join('; ');
   let left: Buffer[];
   try {
@@ -219,12 +277,23 @@ function verdict(w: Walk, root: Dir): string | undefined {
     return `cannot list ${w.mountPath} after the clean: ${errMsg(e)}`;
   }
   if (left.length === 0) return undefined;
-  return listed(left.map((n) => JSON.stringify(displayName(n))), `entries are still in ${w.mountPath} after the clean`);
+  const shown = left.slice(0, MAX_LISTED).map((n) => JSON.stringify(displayName(n)));
+  return listed(shown, left.length, `entries are still in ${w.mountPath} after the clean`);
 }
 
-/** Removes the tree below `root`; false when aborted. Closes every fd it opened. */
+/**
+ * Removes the tree below `root`; false when aborted. Closes every fd it opened.
+ *
+ * Bounded fds at any depth: besides the root, only the deepest MAX_OPEN_DIRS directories of the stack keep their
+ * fd (always the top ones: entering a directory closes the shallowest open one beyond that). Going back up to a
+ * directory whose fd was closed re-opens it as `..` of the child still open (O_NOFOLLOW|O_DIRECTORY), never by
+ * name: no name is resolved again, so a directory swapped for a symlink meanwhile cannot be followed. The
+ * re-opened fd must be the (st_dev, st_ino) recorded on the way down and on the root's mount; otherwise the tree
+ * was moved or replaced under the clean and the walk stops there: the clean fails and is retried from the root.
+ */
 async function walk(w: Walk, root: Dir): Promise<boolean> {
   const stack: Dir[] = [root];
+  let open = 0; // directories of the stack besides the root with an open fd: always the top `open` ones
   try {
     for (;;) {
       if (w.signal?.aborted) return false;
@@ -238,23 +307,77 @@ async function walk(w: Walk, root: Dir): Promise<boolean> {
       const name = top.names[top.next++];
       if (name !== undefined) {
         const sub = visit(w, top, name);
-        if (sub) stack.push(sub);
+        if (sub) {
+          stack.push(sub);
+          if (++open > MAX_OPEN_DIRS) {
+            closeDir(stack[stack.length - open] as Dir);
+            open--;
+          }
+        }
         continue;
       }
       if (top === root) return true;
+      const parent = top.parent as Dir;
+      if (parent.fd < 0) {
+        if (!reopen(w, parent, top)) return true; // reported; nothing above can be removed by handle any more
+        open++;
+      }
       stack.pop();
-      closeSync(top.fd);
-      const parent = stack.at(-1) as Dir;
-      if (top.complete) remove(w, parent, top.name, top.rel, true);
+      closeDir(top);
+      open--;
+      if (top.complete) remove(w, parent, top.name, true);
       else parent.complete = false;
     }
   } finally {
-    for (const d of stack) if (d !== root) closeSync(d.fd);
+    for (const d of stack) if (d !== root) closeDir(d);
   }
 }
 
+/** Re-opens `dir` (fd closed) as `..` of its open child `from`; false, with the error reported, when it changed. */
+function reopen(w: Walk, dir: Dir, from: Dir): boolean {
+  let fd: number;
+  try {
+    fd = openSync(Buffer.concat([from.prefix, DOTDOT]), DIR_FLAGS);
+  } catch (e) {
+    fail(w, dir, undefined, `cannot go back up to it: ${errCode(e) ?? errMsg(e)}; the tree was moved during the clean`);
+    return false;
+  }
+  let why: string | undefined;
+  try {
+    const fst = fstatSync(fd);
+    if (fst.dev !== dir.dev || fst.ino !== dir.ino) why = 'was moved or replaced during the clean; not re-entered';
+    else if (mountIdOf(fd) !== w.rootMnt) why = 'is on another mount now; not re-entered';
+  } catch (e) {
+    why = `cannot check it when going back up: ${errMsg(e)}`;
+  }
+  if (why !== undefined) {
+    closeSync(fd);
+    fail(w, dir, undefined, why);
+    return false;
+  }
+  setFd(dir, fd);
+  return true;
+}
+
+/** Records an error (only the first MAX_LISTED texts are made and kept); `dir` is then not complete. */
+function report(w: Walk, dir: Dir, text: () => string): undefined {
+  dir.complete = false;
+  if (w.errors.length < MAX_LISTED) w.errors.push(text());
+  w.errorCount++;
+  return undefined;
+}
+
+/** Records an error about `name` in `dir` (or about `dir` itself). */
+const fail = (w: Walk, dir: Dir, name: Buffer | undefined, why: string): undefined => report(w, dir, () => `${show(w, dir, name)}: ${why}`);
+
+function skip(w: Walk, dir: Dir, name: Buffer): undefined {
+  dir.complete = false;
+  w.skipped.push(show(w, dir, name));
+  return undefined;
+}
+
 /** Unlinks or rmdirs `name` in `parent`; counts or reports the outcome. */
-function remove(w: Walk, parent: Dir, name: Buffer, rel: Buffer, dir: boolean): void {
+function remove(w: Walk, parent: Dir, name: Buffer, dir: boolean): void {
   try {
     const p = Buffer.concat([parent.prefix, name]);
     if (dir) rmdirSync(p);
@@ -263,58 +386,58 @@ function remove(w: Walk, parent: Dir, name: Buffer, rel: Buffer, dir: boolean): 
   } catch (e) {
     const code = errCode(e);
     if (code === 'ENOENT') return;
-    parent.complete = false;
-    if (code === 'EBUSY') w.skipped.push(show(w, rel));
-    else w.errors.push(`remove ${show(w, rel)}: ${code ?? errMsg(e)}`);
+    if (code === 'EBUSY') skip(w, parent, name);
+    else report(w, parent, () => `remove ${show(w, parent, name)}: ${code ?? errMsg(e)}`);
   }
 }
 
 /** Handles one entry of `parent`: removes a non-directory, or returns the opened directory to descend into. */
 function visit(w: Walk, parent: Dir, name: Buffer): Dir | undefined {
-  const rel = parent.rel.length === 0 ? name : Buffer.concat([parent.rel, SLASH, name]);
   const path = Buffer.concat([parent.prefix, name]);
-  const fail = (why: string): undefined => {
-    parent.complete = false;
-    w.errors.push(`${show(w, rel)}: ${why}`);
-    return undefined;
-  };
-  const skip = (): undefined => {
-    parent.complete = false;
-    w.skipped.push(show(w, rel));
-    return undefined;
-  };
   let st: Stats | undefined;
   try {
     st = lstatSync(path, { throwIfNoEntry: false });
   } catch (e) {
-    return fail(`cannot stat: ${errCode(e) ?? errMsg(e)}`);
+    return fail(w, parent, name, `cannot stat: ${errCode(e) ?? errMsg(e)}`);
   }
   if (!st) return undefined; // gone meanwhile
-  if (st.dev !== w.rootDev || w.nested.has(rel.toString('latin1'))) return skip();
+  if (st.dev !== w.rootDev || (parent.nested.size > 0 && parent.nested.has(name.toString('latin1')))) return skip(w, parent, name);
   if (!st.isDirectory()) {
-    remove(w, parent, name, rel, false);
+    remove(w, parent, name, false);
     return undefined;
   }
-  let dir: Dir;
+  let fd: number;
   try {
-    dir = openDir(path, rel, name);
+    fd = openSync(path, DIR_FLAGS);
   } catch (e) {
     const code = errCode(e);
     if (code === 'ENOENT') return undefined;
-    if (code === 'ELOOP' || code === 'ENOTDIR') return fail('was replaced by a symlink or a non-directory during the clean; not followed');
-    return fail(`cannot open: ${code ?? errMsg(e)}`);
+    if (code === 'ELOOP' || code === 'ENOTDIR') return fail(w, parent, name, 'was replaced by a symlink or a non-directory during the clean; not followed');
+    return fail(w, parent, name, `cannot open: ${code ?? errMsg(e)}`);
   }
   try {
-    const fst = fstatSync(dir.fd);
+    const fst = fstatSync(fd);
     if (fst.dev !== st.dev || fst.ino !== st.ino) throw new Error('was replaced by another directory during the clean; not entered');
-    if (mountIdOf(dir.fd) !== w.rootMnt) {
-      closeSync(dir.fd);
-      return skip();
+    if (mountIdOf(fd) !== w.rootMnt) {
+      closeSync(fd);
+      return skip(w, parent, name);
     }
+    const dir: Dir = {
+      fd,
+      prefix: Buffer.from(`${fdPath(fd)}/`),
+      parent,
+      name,
+      dev: fst.dev,
+      ino: fst.ino,
+      nested: nestedBelow(parent, name),
+      names: [],
+      next: 0,
+      complete: true,
+    };
     list(dir);
     return dir;
   } catch (e) {
-    closeSync(dir.fd);
-    return fail(errMsg(e));
+    closeSync(fd);
+    return fail(w, parent, name, errMsg(e));
   }
 }

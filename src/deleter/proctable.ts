@@ -11,6 +11,7 @@
 //   transitions only (upstream counted in a defer, even on error).
 // - A failed entry keeps the error message so the deleter can report it.
 import type { ProcTableStats } from '../metrics/metrics.ts';
+import { capText } from '../util/errors.ts';
 
 export type ProcState = 'Running' | 'Succeeded' | 'Failed';
 
@@ -70,8 +71,9 @@ export class ProcTable {
     this.#succeeded++;
   }
 
+  /** The error is stored capped (MAX_TEXT_BYTES): it is logged and recorded later. */
   markFailed(pvName: string, uid = '', error?: string): void {
-    this.#finish(pvName, uid, 'Failed', error);
+    this.#finish(pvName, uid, 'Failed', error === undefined ? undefined : capText(error));
     this.#failed++;
   }
 

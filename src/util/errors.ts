@@ -40,3 +40,48 @@ const SHORT = new Map([
   ['EACCES', 'permission denied'],
   ['EPERM', 'permission denied'],
 ]);
+
+/**
+ * The most UTF-8 bytes of an error text (or any other string) that may reach a log line, a stored cleanup
+ * result or a metric label. Events are cut harder, to the API's 1024 bytes (src/kube/events.ts).
+ */
+export const MAX_TEXT_BYTES = 4096;
+
+/**
+ * `text` bounded to `maxBytes` UTF-8 bytes. A longer one keeps its head (and its last `tailBytes` bytes, when
+ * asked) around a marker that says how much was left out: `[... 36864 bytes cut ...]`. Never splits a character.
+ */
+export function capText(text: string, maxBytes: number = MAX_TEXT_BYTES, tailBytes = 0): string {
+  if (text.length * 3 <= maxBytes) return text; // fast path: at most 3 UTF-8 bytes per UTF-16 unit
+  const buf = Buffer.from(text, 'utf8');
+  if (buf.length <= maxBytes) return text;
+  // The marker's length with the largest possible count, so the result never exceeds maxBytes.
+  const markerBytes = cutMarker(buf.length).length;
+  const tailWanted = Math.max(0, Math.min(tailBytes, maxBytes - markerBytes));
+  let tail = buf.length - tailWanted;
+  while (tail < buf.length && isContinuation(buf[tail])) tail++;
+  let head = Math.max(0, maxBytes - markerBytes - (buf.length - tail));
+  while (head > 0 && isContinuation(buf[head])) head--;
+  return `${buf.toString('utf8', 0, head)}${cutMarker(tail - head)}${buf.toString('utf8', tail)}`;
+}
+
+const cutMarker = (bytes: number): string => `[... ${bytes} bytes cut ...]`;
+const isContinuation = (b: number | undefined): boolean => b !== undefined && (b & 0xc0) === 0x80;
+
+// C0 controls, DEL, C1 controls, the Unicode line/paragraph separators and the
+// bidirectional marks, overrides and isolates: anything that can break a line,
+// move the cursor, recolour a terminal or reorder the text a reader sees.
+// (Events, text logs; JSON logs escape the same set as \uXXXX, src/util/log.ts.)
+// eslint-disable-next-line no-control-regex
+const UNSAFE_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED_ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** Replaces control characters with visible escapes (\n, \r, \t, \xHH, \uHHHH). */
+export function escapeControlChars(text: string): string {
+  return text.replace(UNSAFE_CHARS, (c) => {
+    const named = NAMED_ESCAPES[c];
+    if (named) return named;
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}

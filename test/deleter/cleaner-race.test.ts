@@ -1,13 +1,13 @@
 // A hostile tenant swaps a directory of its volume for a symlink to a sibling volume on the same device, in a
 // tight loop, while the volume is cleaned. No clean may ever delete a file of the sibling.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cleanFilesystem } from '../../src/deleter/cleaner.ts';
-import { canMount, mount, NEEDS_ROOT, umountAll } from '../support/mountinfo.ts';
+import { killAndReap, swapRacer, waitReady } from '../support/child.ts';
+import { canMount, mountAt as mountIn, NEEDS_ROOT, umountAll } from '../support/mountinfo.ts';
 
 const CLEANS = 60;
 const DEADLINE_MS = 30_000;
@@ -16,25 +16,7 @@ const SIBLING_FILES = 40;
 // Makes <vol>/x a directory holding decoys with the sibling's file names, then moves it away and puts a symlink
 // to the sibling in its place, over and over: a cleaner that lists x and then removes x/<name> by path deletes
 // the sibling's files.
-const RACER = `
-const fs = require('node:fs');
-const [vol, target, ...names] = process.argv.slice(1);
-const x = vol + '/x';
-const spin = (us) => { const t = process.hrtime.bigint(); while (process.hrtime.bigint() - t < BigInt(us * 1000)); };
-const quiet = (f) => { try { f(); return true; } catch { return false; } };
-process.stdout.write('ready\\n');
-for (let i = 0; ; i++) {
-  const d = vol + '/.racer' + (i % 4);
-  quiet(() => fs.rmSync(d, { recursive: true, force: true }));
-  if (!quiet(() => { fs.mkdirSync(d); for (const n of names) fs.writeFileSync(d + '/' + n, 'decoy'); })) continue;
-  quiet(() => fs.unlinkSync(x));
-  if (!quiet(() => fs.renameSync(d, x))) continue;
-  spin(50 + (i % 7) * 50);
-  quiet(() => fs.renameSync(x, d));
-  quiet(() => fs.symlinkSync(target, x));
-  spin(50 + (i % 5) * 100);
-}
-`;
+const RACER = swapRacer("fs.mkdirSync(d); for (const n of args) fs.writeFileSync(d + '/' + n, 'decoy');", '50 + (i % 7) * 50', '50 + (i % 5) * 100');
 
 let dir: string;
 let mounts: string[];
@@ -44,32 +26,17 @@ beforeEach(() => {
   mounts = [];
 });
 afterEach(async () => {
-  if (racer && racer.exitCode === null && racer.signalCode === null) {
-    const exited = once(racer, 'exit');
-    racer.kill('SIGKILL');
-    await exited;
-  }
+  await killAndReap(racer);
   racer = undefined;
   umountAll(mounts);
   rmSync(dir, { recursive: true, force: true });
 });
 
-function mountAt(target: string, ...args: string[]): string {
-  mkdirSync(target, { recursive: true });
-  mount(...args, target);
-  mounts.push(target);
-  return target;
-}
+const mountAt = (target: string, ...args: string[]): string => mountIn(mounts, target, ...args);
 
 async function startRacer(vol: string, target: string, names: readonly string[]): Promise<void> {
-  const child = spawn(process.execPath, ['-e', RACER, vol, target, ...names], { stdio: ['ignore', 'pipe', 'inherit'] });
-  racer = child;
-  let out = '';
-  for await (const chunk of child.stdout) {
-    out += String(chunk);
-    if (out.includes('ready\n')) return;
-  }
-  throw new Error(`the racer exited before it was ready (code ${child.exitCode})`);
+  racer = spawn(process.execPath, ['-e', RACER, vol, target, ...names], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await waitReady(racer);
 }
 
 describe.skipIf(!canMount)(`cleanFilesystem against a symlink racer (${NEEDS_ROOT})`, () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ProcTable } from '../../src/deleter/proctable.ts';
+import { MAX_TEXT_BYTES } from '../../src/util/errors.ts';
 
 describe('ProcTable', () => {
   it('runs through Running -> Succeeded -> consumed once', () => {
@@ -17,6 +18,15 @@ describe('ProcTable', () => {
     expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'Succeeded', startTime: 1000, error: undefined, info: undefined });
     expect(pt.removeEntry('pv1', 'u1')).toEqual({ state: 'NotFound' });
     expect(pt.isEmpty()).toBe(true);
+  });
+
+  it(`stores a failed cleanup's error capped to ${MAX_TEXT_BYTES} bytes, with a marker`, () => {
+    const pt = new ProcTable();
+    pt.markRunning('pv1', 'u1');
+    pt.markFailed('pv1', 'u1', `remove /mnt/vol/${'d/'.repeat(20_000)}f: EPERM`);
+    const error = pt.removeEntry('pv1', 'u1').error ?? '';
+    expect(Buffer.byteLength(error)).toBeLessThanOrEqual(MAX_TEXT_BYTES);
+    expect(error).toMatch(/^remove \/mnt\/vol\/d\/d\/.*\[\.\.\. \d+ bytes cut \.\.\.\]$/);
   });
 
   it('keeps the error of a failed cleanup and counts it', () => {

@@ -1,6 +1,6 @@
 // Mount table helpers for cleaner tests.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { closeSync, constants, fstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 
 export const isRoot = process.getuid?.() === 0;
 export const canMount = isRoot && spawnSync('mount', ['--version']).status === 0;
@@ -50,3 +50,11 @@ export function umountAll(points: readonly string[]): void {
 export const mount = (...args: string[]): void => {
   execFileSync('mount', args);
 };
+
+/** `mount <args...> <target>` (target created), remembered in `mounts` for umountAll. */
+export function mountAt(mounts: string[], target: string, ...args: string[]): string {
+  mkdirSync(target, { recursive: true });
+  mount(...args, target);
+  mounts.push(target);
+  return target;
+}

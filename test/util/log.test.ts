@@ -2,7 +2,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger, formatTextLine, resolveLogFormat } from '../../src/util/log.ts';
+import { MAX_TEXT_BYTES } from '../../src/util/errors.ts';
+import { boundJsonLine, createLogger, formatTextLine, MAX_LINE_BYTES, resolveLogFormat } from '../../src/util/log.ts';
 import { useTempDir } from '../support/tmp.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
@@ -38,6 +39,83 @@ describe('createLogger', () => {
     expect(resolveLogFormat('auto', { KUBERNETES_SERVICE_HOST: '10.0.0.1' }, true)).toBe('json');
     expect(resolveLogFormat('json', {}, true)).toBe('json');
     expect(resolveLogFormat('text', { KUBERNETES_SERVICE_HOST: 'x' }, false)).toBe('text');
+  });
+});
+
+// Every byte a terminal could act on: C0 but the line's own final newline, DEL, C1, and the bidi controls.
+// eslint-disable-next-line no-control-regex
+const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+const HOSTILE = 'red \u001b[31mALERT\u001b]0;title\u0007 bell\u0007 cr\rover nl\nnext del\u007f csi\u009b2J rlo\u202etxt.exe tab\t';
+
+describe('log lines are safe for a terminal (issue 17, point 7)', () => {
+  it('text format: control characters in the message, in fields, in keys and in an error are escaped', () => {
+    const lines: string[] = [];
+    const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
+    const err = new Error(`boom ${HOSTILE}`);
+    log.warn({ line: HOSTILE, plain: 'a\u001bb', nested: { v: HOSTILE }, [`k\u001b[2J`]: 1, err }, `Cleanup pv "p": ${HOSTILE}`);
+    expect(lines).toHaveLength(1);
+    const [first, ...stack] = (lines[0] ?? '').split('\n');
+    expect(stack.at(-1)).toBe(''); // one trailing newline
+    for (const l of [first ?? '', ...stack]) expect(l).not.toMatch(RAW_CONTROL);
+    expect(first).toContain(String.raw`Cleanup pv "p": red \x1b[31mALERT\x1b]0;title\x07 bell\x07 cr\rover nl\nnext del\x7f csi\x9b2J rlo\u202etxt.exe tab\t`);
+    expect(first).toContain(String.raw` line="red \u001b[31mALERT`);
+    expect(first).toContain(String.raw` plain="a\u001bb"`);
+    expect(first).toContain(String.raw` k\x1b[2J=1`);
+    expect(first).toContain(String.raw`err="boom red \u001b[31mALERT`);
+    expect(first).toContain(String.raw`del\x7f csi\x9b2J rlo\u202etxt.exe`);
+  });
+
+  it('a line that is not JSON is escaped too', () => {
+    expect(formatTextLine('a\u001b[2Jb\rc\n')).toBe('a\\x1b[2Jb\\rc\n');
+  });
+
+  it('json format: the same line parses back to the same values, with DEL, C1 and bidi controls escaped', () => {
+    const lines: string[] = [];
+    const log = createLogger({ format: 'json', write: (s) => lines.push(s) });
+    log.info({ line: HOSTILE }, HOSTILE);
+    expect(lines[0]?.endsWith('\n')).toBe(true);
+    expect(lines[0]?.slice(0, -1)).not.toMatch(RAW_CONTROL);
+    const o = JSON.parse(lines[0] ?? '') as Record<string, unknown>;
+    expect(o['msg']).toBe(HOSTILE);
+    expect(o['line']).toBe(HOSTILE);
+  });
+});
+
+describe('log lines are bounded (issue 17, point 6)', () => {
+  const huge = `start ${'é'.repeat(20_000)} end`; // 40 KB
+  const marker = /\[\.\.\. \d+ bytes cut \.\.\.\]/;
+
+  it(`text format: every string at most ${MAX_TEXT_BYTES} bytes, with a marker; the line at most ${MAX_LINE_BYTES}`, () => {
+    const lines: string[] = [];
+    const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
+    log.warn({ pv: 'p', err: huge, obj: { huge } }, huge);
+    log.warn({ a: huge, b: huge, c: huge, d: huge, e: huge }, huge);
+    log.error({ err: new Error(huge) }, 'failed');
+    for (const l of lines) expect(Buffer.byteLength(l)).toBeLessThanOrEqual(MAX_LINE_BYTES);
+    const [msg, ...fields] = (lines[0] ?? '').replace(/^\S+ WARN {2}/, '').split(' pv=');
+    expect(Buffer.byteLength(msg ?? '')).toBeLessThanOrEqual(MAX_TEXT_BYTES);
+    expect(msg).toMatch(marker);
+    expect(msg?.startsWith('start éé')).toBe(true);
+    expect(fields.join('')).toMatch(/^p err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]" obj=\{"huge":"start é+\[\.\.\. \d+ bytes cut \.\.\.\]\}\n$/);
+    expect(lines[2]).toMatch(/ERROR failed err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]"\n {4}at /);
+  });
+
+  it('json format: every string capped, the line still valid JSON, a short line untouched', () => {
+    const lines: string[] = [];
+    const log = createLogger({ format: 'json', write: (s) => lines.push(s) });
+    log.warn({ pv: 'p', err: huge, obj: { huge } }, huge);
+    log.error({ err: new Error(huge) }, 'failed');
+    for (const l of lines) expect(Buffer.byteLength(l)).toBeLessThanOrEqual(MAX_LINE_BYTES);
+    const o = JSON.parse(lines[0] ?? '') as { msg: string; err: string; obj: { huge: string }; pv: string };
+    for (const v of [o.msg, o.err, o.obj.huge]) {
+      expect(Buffer.byteLength(v)).toBeLessThanOrEqual(MAX_TEXT_BYTES);
+      expect(v).toMatch(marker);
+    }
+    expect(o.pv).toBe('p');
+    const e = JSON.parse(lines[1] ?? '') as { err: { message: string; stack: string } };
+    expect(Buffer.byteLength(e.err.message)).toBeLessThanOrEqual(MAX_TEXT_BYTES);
+    const short = '{"level":"info","msg":"hello"}\n';
+    expect(boundJsonLine(short)).toBe(short);
   });
 });
 
