@@ -6,7 +6,6 @@
 // Each call builds a fresh, deeply frozen config: nothing is merged into an
 // earlier result (upstream's merge-into-existing-struct bugs, §8.2).
 import { createHash } from 'node:crypto';
-import { posix } from 'node:path';
 import type { V1NodeSelectorTerm, V1Toleration } from '@kubernetes/client-node';
 import { globSyntaxError } from '../util/glob.ts';
 import { parseDuration, timerDurationProblem } from '../util/duration.ts';
@@ -24,7 +23,7 @@ import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
 import { isDnsSubdomain, isLabelValue, isQualifiedName } from './names.ts';
-import { ancestors, normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
+import { normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
 import {
   DEFAULT_BLOCK_CLEANER_COMMAND,
   DEFAULT_MIN_RESYNC_PERIOD_MS,
@@ -108,15 +107,19 @@ function readDirs(issues: Issues, name: string, path: string, fields: ReadonlyMa
         line,
         `${k} ${quoteForDisplay(dir)} of storage class ${name} contains ${bad.code} at index ${bad.index}: control, bidi and format characters are refused in a path (they hide what the path really is in logs and Events)`,
       );
-    } else if (!dir.startsWith('/')) {
+      continue;
+    }
+    if (!dir.startsWith('/')) {
       issues.error(at, line, `${k} ${JSON.stringify(dir)} must be an absolute path`);
-    } else if (posix.normalize(dir) === '/') {
+      continue;
+    }
+    const n = normalizeDir(dir);
+    if (n === '/') {
       // Every child of the directory is a volume, and a released one is wiped.
       issues.error(at, line, `${k} ${JSON.stringify(dir)} is the root directory: every directory under / would become a volume and be wiped when released`);
     } else {
-      const sys = systemDirProblem(dir);
+      const sys = systemDirProblem(n);
       if (sys !== undefined) {
-        const n = normalizeDir(dir);
         const normalised = n === dir ? '' : ` (${JSON.stringify(n)} once normalised)`;
         const where = n === sys.root ? `is ${sys.root}` : `lies under ${sys.root}`;
         issues.error(
@@ -236,10 +239,12 @@ function keyLine(entry: MapEntry, k: DirKey): number | undefined {
 function checkOverlappingDirs(issues: Issues, classes: readonly ClassEntry[]): void {
   const reported = new Set<string>();
   const pairKey = (a: string, b: string): string => JSON.stringify(a < b ? [a, b] : [b, a]);
+  // Normalised once (posix.normalize of a long path is the costly part).
+  const norm = new Map(classes.map(([name, cls]) => [name, { hostDir: normalizeDir(cls.hostDir), mountDir: normalizeDir(cls.mountDir) }]));
   for (const k of DIR_KEYS) {
     const owner = new Map<string, string>();
     for (const [name, cls, entry] of classes) {
-      const dir = normalizeDir(cls[k]);
+      const dir = norm.get(name)![k];
       const other = owner.get(dir);
       if (other !== undefined) {
         reported.add(pairKey(name, other));
@@ -253,16 +258,19 @@ function checkOverlappingDirs(issues: Issues, classes: readonly ClassEntry[]): v
   const byDir = new Map<string, { name: string; k: DirKey; dir: string }[]>();
   for (const [name, cls] of classes) {
     for (const k of DIR_KEYS) {
-      const n = normalizeDir(cls[k]);
+      const n = norm.get(name)![k];
       const list = byDir.get(n) ?? [];
       list.push({ name, k, dir: cls[k] });
       byDir.set(n, list);
     }
   }
   const order = new Map(classes.map(([name], i) => [name, i]));
+  // An ancestor can only matter if it is some class's directory: only prefixes of those lengths are looked up
+  // (a path of 60,000 components costs no more than a short one).
+  const lengths = new Set([...byDir.keys()].map((d) => d.length));
   for (const [name, cls, entry] of classes) {
     for (const k of DIR_KEYS) {
-      const n = normalizeDir(cls[k]);
+      const n = norm.get(name)![k];
       const report = (outer: string, how: 'is' | 'lies inside'): void => {
         for (const o of byDir.get(outer) ?? []) {
           if (o.name === name) continue;
@@ -279,7 +287,7 @@ function checkOverlappingDirs(issues: Issues, classes: readonly ClassEntry[]): v
         }
       };
       report(n, 'is');
-      for (const a of ancestors(n)) report(a, 'lies inside');
+      for (let i = n.indexOf('/', 1); i !== -1; i = n.indexOf('/', i + 1)) if (lengths.has(i)) report(n.slice(0, i), 'lies inside');
     }
   }
 }

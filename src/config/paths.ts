@@ -13,25 +13,6 @@ export function normalizeDir(dir: string): string {
   return n.length > 1 && n.endsWith('/') ? n.slice(0, -1) : n;
 }
 
-/** True when normalised `inner` lies strictly below normalised `outer`. */
-export function isStrictlyInside(inner: string, outer: string): boolean {
-  const i = normalizeDir(inner);
-  const o = normalizeDir(outer);
-  if (i === o) return false;
-  return i.startsWith(o === '/' ? '/' : `${o}/`);
-}
-
-/** The strict ancestors of a normalised absolute path, nearest first, "/" last ("/" has none). */
-export function ancestors(dir: string): string[] {
-  const out: string[] = [];
-  let cur = dir;
-  while (cur !== '/') {
-    cur = posix.dirname(cur);
-    out.push(cur);
-  }
-  return out;
-}
-
 interface SystemDir {
   readonly path: string;
   /** true: the directory and everything under it; false: the directory itself only. */
@@ -100,10 +81,9 @@ const LIB = /^\/lib[^/]*(\/|$)/;
 
 /**
  * Why a discovery directory is refused, or undefined when it is allowed.
- * `dir` is absolute; the answer is about its normalised form.
+ * `n` is absolute and normalised (normalizeDir).
  */
-export function systemDirProblem(dir: string): { readonly root: string; readonly what: string } | undefined {
-  const n = normalizeDir(dir);
+export function systemDirProblem(n: string): { readonly root: string; readonly what: string } | undefined {
   if (n === '/') return { root: '/', what: 'the root directory' };
   if (LIB.test(n)) return { root: `/${n.split('/')[1]!}`, what: OS };
   for (const s of SYSTEM_DIRS) {
