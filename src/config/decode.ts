@@ -9,11 +9,35 @@ import type { GoValue, Line, MapEntry } from './goyaml.ts';
 
 type MapValue = Extract<GoValue, { kind: 'map' }>;
 
+/** Unknown keys named one by one in warnings; the rest are counted in one last warning. */
+export const MAX_UNKNOWN_KEY_WARNINGS = 20;
+
 export class Issues {
   readonly errors: ConfigError[] = [];
   readonly warnings: ConfigError[] = [];
   /** ConfigMap key the values being decoded come from. */
   file: string | undefined;
+  /** Unknown keys met so far (named or not). */
+  #unknownKeys = 0;
+
+  /**
+   * An unknown key: a warning naming it (and the nearest known key) for the
+   * first MAX_UNKNOWN_KEY_WARNINGS; the others are only counted (finish()).
+   */
+  unknownKey(path: string, line: Line, key: string, known: readonly string[]): void {
+    this.#unknownKeys++;
+    if (this.#unknownKeys <= MAX_UNKNOWN_KEY_WARNINGS) this.warn(path, line, unknownKeyMessage(key, known));
+  }
+
+  /** Adds the "and N more unknown keys" warning, if any were left unnamed. Call once, at the end. */
+  finish(): void {
+    const more = this.#unknownKeys - MAX_UNKNOWN_KEY_WARNINGS;
+    if (more > 0) {
+      this.warnings.push(
+        mkIssue('', `and ${more} more unknown key${more === 1 ? '' : 's'} ignored (only the first ${MAX_UNKNOWN_KEY_WARNINGS} are named)`, undefined, undefined),
+      );
+    }
+  }
 
   error(path: string, line: Line, message: string): void {
     this.errors.push(mkIssue(path, message, this.file, line));
@@ -146,7 +170,7 @@ export function readStruct(
   for (const e of v.entries) {
     const field = byLower.get(e.key.toLowerCase());
     if (field === undefined) {
-      issues.warn(joinPath(path, e.key), e.keyLine, unknownKeyMessage(e.key, known));
+      issues.unknownKey(joinPath(path, e.key), e.keyLine, e.key, known);
       continue;
     }
     const prev = fields.get(field);

@@ -16,13 +16,14 @@
 // is: every regular file, or symlink to one, whose name does not start with ".".
 //
 // No file over maxFileBytes (default 256 KiB, flag --max-config-file-size) is
-// read: that is a non-transient ConfigReadError, which makes the config
+// read, and no directory with more than MAX_CONFIG_KEYS (128) entries: that is
+// a non-transient ConfigReadError, which makes the config
 // invalid (the supervisor keeps the last good one). Parsing cost grows with
 // the text (see docs/configuration.md), and a ConfigMap holds 1 MiB at most.
 import { open, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseConfig } from './parse.ts';
+import { MAX_CONFIG_KEYS, parseConfig } from './parse.ts';
 import type { ParseResult } from './types.ts';
 import { describeFsError, errnoCode } from '../util/errors.ts';
 
@@ -99,6 +100,18 @@ async function readOne(file: string, max: number): Promise<string> {
   }
 }
 
+/**
+ * More than MAX_CONFIG_KEYS entries (ConfigMap keys) make the config invalid
+ * before any is read: each one costs a stat, a read and a warning.
+ */
+function tooManyKeys(dir: string, n: number): void {
+  if (n <= MAX_CONFIG_KEYS) return;
+  throw new ConfigReadError(
+    `config directory ${dir} has ${n} entries (ConfigMap keys), over the limit of ${MAX_CONFIG_KEYS}; none was read`,
+    { path: dir, transient: false },
+  );
+}
+
 async function readGeneration(dir: string, target: string, max: number): Promise<ConfigFiles> {
   const genDir = path.resolve(dir, target);
   let names: string[];
@@ -112,8 +125,10 @@ async function readGeneration(dir: string, target: string, max: number): Promise
       cause: err,
     });
   }
+  const keys = names.filter((n) => !n.startsWith('..'));
+  tooManyKeys(genDir, keys.length);
   const files: Record<string, string> = {};
-  for (const name of names.filter((n) => !n.startsWith('..')).sort()) {
+  for (const name of keys.sort()) {
     const file = path.join(genDir, name);
     let st;
     try {
@@ -137,8 +152,10 @@ async function readPlainDir(dir: string, max: number): Promise<ConfigFiles> {
   }
   // "..<timestamp>" or "..data_tmp" without "..data": the kubelet is writing its first generation.
   if (names.some((n) => n.startsWith('..'))) throw new Raced(path.join(dir, DATA));
+  const keys = names.filter((n) => !n.startsWith('.'));
+  tooManyKeys(dir, keys.length);
   const files: Record<string, string> = {};
-  for (const name of names.filter((n) => !n.startsWith('.')).sort()) {
+  for (const name of keys.sort()) {
     const file = path.join(dir, name);
     let st;
     try {

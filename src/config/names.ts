@@ -17,3 +17,10 @@ export function isQualifiedName(s: string): boolean {
   if (parts.length === 2) return isDnsSubdomain(parts[0]!);
   return true;
 }
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** A label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit. */
+export function isLabelValue(s: string): boolean {
+  return s.length <= 63 && LABEL_VALUE.test(s);
+}

@@ -6,7 +6,6 @@
 // Each call builds a fresh, deeply frozen config: nothing is merged into an
 // earlier result (upstream's merge-into-existing-struct bugs, §8.2).
 import { createHash } from 'node:crypto';
-import { posix } from 'node:path';
 import type { V1NodeSelectorTerm, V1Toleration } from '@kubernetes/client-node';
 import { globSyntaxError } from '../util/glob.ts';
 import { parseDuration, timerDurationProblem } from '../util/duration.ts';
@@ -23,8 +22,8 @@ import {
 import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
-import { unknownKeyMessage } from './suggest.ts';
-import { isDnsSubdomain, isQualifiedName } from './names.ts';
+import { isDnsSubdomain, isLabelValue, isQualifiedName } from './names.ts';
+import { normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
 import {
   DEFAULT_BLOCK_CLEANER_COMMAND,
   DEFAULT_MIN_RESYNC_PERIOD_MS,
@@ -47,6 +46,13 @@ export const TOP_LEVEL_KEYS = [
   'provisionerNotReadyNodeTaintKey',
 ] as const;
 type TopKey = (typeof TOP_LEVEL_KEYS)[number];
+
+/**
+ * Most keys a ConfigMap (files a config directory) may have; more make the
+ * config invalid, unparsed. The provisioner knows 11 keys and ignores the
+ * others with a warning each: 40,000 keys took 5.8 s and printed 40,000 warnings.
+ */
+export const MAX_CONFIG_KEYS = 128;
 
 const TOP_LEVEL_LOWER: ReadonlySet<string> = new Set(TOP_LEVEL_KEYS.map((k) => k.toLowerCase()));
 
@@ -77,24 +83,51 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 type Dirs = Record<'hostDir' | 'mountDir', string | undefined>;
 
-/** hostDir and mountDir: set, absolute, and not the root directory. */
+/**
+ * hostDir and mountDir: set, absolute, printable (no control, bidi or format
+ * characters), not the root directory, and not a system directory (paths.ts).
+ */
 function readDirs(issues: Issues, name: string, path: string, fields: ReadonlyMap<string, MapEntry>, field: (k: string) => GoValue): Dirs {
   const dirs: Dirs = { hostDir: undefined, mountDir: undefined };
   for (const k of ['hostDir', 'mountDir'] as const) {
     const dir = readString(issues, field(k), joinPath(path, k));
     dirs[k] = dir;
     if (fields.has(k) && field(k).kind !== 'null' && dir === undefined) continue; // wrong type, reported
+    const at = joinPath(path, k);
+    const line = field(k).line;
     if (dir === undefined || dir === '') {
+      issues.error(at, line, `Storage Class ${name} is misconfigured, missing HostDir or MountDir parameter (${k} is not set)`);
+      continue;
+    }
+    const bad = unprintableCharacter(dir);
+    if (bad !== undefined) {
+      // Checked first: no other message may print such a path raw.
       issues.error(
-        joinPath(path, k),
-        field(k).line,
-        `Storage Class ${name} is misconfigured, missing HostDir or MountDir parameter (${k} is not set)`,
+        at,
+        line,
+        `${k} ${quoteForDisplay(dir)} of storage class ${name} contains ${bad.code} at index ${bad.index}: control, bidi and format characters are refused in a path (they hide what the path really is in logs and Events)`,
       );
-    } else if (!dir.startsWith('/')) {
-      issues.error(joinPath(path, k), field(k).line, `${k} ${JSON.stringify(dir)} must be an absolute path`);
-    } else if (posix.normalize(dir) === '/') {
+      continue;
+    }
+    if (!dir.startsWith('/')) {
+      issues.error(at, line, `${k} ${JSON.stringify(dir)} must be an absolute path`);
+      continue;
+    }
+    const n = normalizeDir(dir);
+    if (n === '/') {
       // Every child of the directory is a volume, and a released one is wiped.
-      issues.error(joinPath(path, k), field(k).line, `${k} ${JSON.stringify(dir)} is the root directory: every directory under / would become a volume and be wiped when released`);
+      issues.error(at, line, `${k} ${JSON.stringify(dir)} is the root directory: every directory under / would become a volume and be wiped when released`);
+    } else {
+      const sys = systemDirProblem(n);
+      if (sys !== undefined) {
+        const normalised = n === dir ? '' : ` (${JSON.stringify(n)} once normalised)`;
+        const where = n === sys.root ? `is ${sys.root}` : `lies under ${sys.root}`;
+        issues.error(
+          at,
+          line,
+          `${k} ${JSON.stringify(dir)}${normalised} of storage class ${name} ${where}, ${sys.what}: discovery there would make PVs of what it holds and wipe them when released; use a directory of your own, e.g. /mnt/disks/${name}`,
+        );
+      }
     }
   }
   return dirs;
@@ -181,20 +214,80 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   return cls;
 }
 
-/** Two classes sharing a hostDir or a mountDir would create two PVs per volume. */
-function checkSharedDirs(issues: Issues, classes: readonly [string, ClassConfig, MapEntry][]): void {
-  for (const k of ['hostDir', 'mountDir'] as const) {
+type ClassEntry = readonly [string, ClassConfig, MapEntry];
+type DirKey = 'hostDir' | 'mountDir';
+const DIR_KEYS: readonly DirKey[] = ['hostDir', 'mountDir'];
+
+/** Line of a class's key, or of the class name when the key's line is unknown. */
+function keyLine(entry: MapEntry, k: DirKey): number | undefined {
+  const line = entry.value.kind === 'map' ? entry.value.entries.find((e) => e.key.toLowerCase() === k.toLowerCase())?.value.line : undefined;
+  return line ?? entry.keyLine;
+}
+
+/**
+ * The discovery directories of two classes may not overlap:
+ * - the same hostDir (or the same mountDir) in two classes would make two PVs
+ *   of each volume;
+ * - one class's hostDir or mountDir inside (or equal to the other kind of
+ *   directory of) another class's: each volume of the outer class is a
+ *   directory a tenant writes to, so its entries (a symlink to /dev/sda...)
+ *   would become volumes of the inner class, cleaned as root when released.
+ * hostDir and mountDir are also compared with each other: the shipped
+ * DaemonSet and chart mount host directories at the same path.
+ * One error per pair of classes, on the inner (or later) class's key.
+ */
+function checkOverlappingDirs(issues: Issues, classes: readonly ClassEntry[]): void {
+  const reported = new Set<string>();
+  const pairKey = (a: string, b: string): string => JSON.stringify(a < b ? [a, b] : [b, a]);
+  // Normalised once (posix.normalize of a long path is the costly part).
+  const norm = new Map(classes.map(([name, cls]) => [name, { hostDir: normalizeDir(cls.hostDir), mountDir: normalizeDir(cls.mountDir) }]));
+  for (const k of DIR_KEYS) {
     const owner = new Map<string, string>();
     for (const [name, cls, entry] of classes) {
-      let dir = posix.normalize(cls[k]);
-      if (dir.length > 1 && dir.endsWith('/')) dir = dir.slice(0, -1);
+      const dir = norm.get(name)![k];
       const other = owner.get(dir);
       if (other !== undefined) {
-        const line = entry.value.kind === 'map' ? entry.value.entries.find((e) => e.key.toLowerCase() === k.toLowerCase())?.value.line : undefined;
-        issues.error(joinPath(joinPath('storageClassMap', name), k), line ?? entry.keyLine, `${k} ${JSON.stringify(cls[k])} is already used by storage class ${other}`);
+        reported.add(pairKey(name, other));
+        issues.error(joinPath(joinPath('storageClassMap', name), k), keyLine(entry, k), `${k} ${JSON.stringify(cls[k])} is already used by storage class ${other}`);
       } else {
         owner.set(dir, name);
       }
+    }
+  }
+  // Every directory, normalised -> the classes and keys that use it, in config order.
+  const byDir = new Map<string, { name: string; k: DirKey; dir: string }[]>();
+  for (const [name, cls] of classes) {
+    for (const k of DIR_KEYS) {
+      const n = norm.get(name)![k];
+      const list = byDir.get(n) ?? [];
+      list.push({ name, k, dir: cls[k] });
+      byDir.set(n, list);
+    }
+  }
+  const order = new Map(classes.map(([name], i) => [name, i]));
+  // An ancestor can only matter if it is some class's directory: only prefixes of those lengths are looked up
+  // (a path of 60,000 components costs no more than a short one).
+  const lengths = new Set([...byDir.keys()].map((d) => d.length));
+  for (const [name, cls, entry] of classes) {
+    for (const k of DIR_KEYS) {
+      const n = norm.get(name)![k];
+      const report = (outer: string, how: 'is' | 'lies inside'): void => {
+        for (const o of byDir.get(outer) ?? []) {
+          if (o.name === name) continue;
+          // Equal directories: the same kind is reported above; the other kind on the later class.
+          if (how === 'is' && (o.k === k || order.get(o.name)! > order.get(name)!)) continue;
+          const pk = pairKey(name, o.name);
+          if (reported.has(pk)) continue;
+          reported.add(pk);
+          issues.error(
+            joinPath(joinPath('storageClassMap', name), k),
+            keyLine(entry, k),
+            `${k} ${JSON.stringify(cls[k])} of storage class ${name} ${how} ${o.k} ${JSON.stringify(o.dir)} of storage class ${o.name}: the directories of two classes may not overlap (one inside the other): entries inside one class's volumes, such as a tenant's symlink to a disk, would become volumes of the other and be wiped when released`,
+          );
+        }
+      };
+      report(n, 'is');
+      for (let i = n.indexOf('/', 1); i !== -1; i = n.indexOf('/', i + 1)) if (lengths.has(i)) report(n.slice(0, i), 'lies inside');
     }
   }
 }
@@ -205,14 +298,46 @@ function readStorageClassMap(issues: Issues, v: GoValue): Record<string, ClassCo
     issues.error('storageClassMap', v.line, `expected a map of storage class name to settings, got ${describe(v)}`);
     return {};
   }
-  const good: [string, ClassConfig, MapEntry][] = [];
+  const good: ClassEntry[] = [];
   for (const entry of exactEntries(issues, v, 'storageClassMap')) {
     const cls = readClass(issues, entry.key, entry);
     if (cls !== undefined) good.push([entry.key, cls, entry]);
   }
-  checkSharedDirs(issues, good);
-  good.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return Object.fromEntries(good.map(([name, cls]) => [name, cls]));
+  checkOverlappingDirs(issues, good);
+  const sorted = [...good].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(sorted.map(([name, cls]) => [name, cls]));
+}
+
+/**
+ * labelsForPV: every key a label key ([DNS subdomain prefix/]name), every value
+ * a label value. The Go provisioner passes them on unchecked, and the API
+ * server then refuses every PV create, volume by volume.
+ */
+function readLabels(issues: Issues, v: GoValue): Record<string, string> {
+  const labels = readStringMap(issues, v, 'labelsForPV');
+  if (labels === undefined || v.kind !== 'map') return {};
+  const lines = new Map(v.entries.map((e) => [e.key, { key: e.keyLine, value: e.value.line ?? e.keyLine }]));
+  let ok = true;
+  for (const [key, value] of Object.entries(labels)) {
+    const p = joinPath('labelsForPV', key);
+    if (!isQualifiedName(key)) {
+      ok = false;
+      issues.error(
+        p,
+        lines.get(key)?.key,
+        `${quoteForDisplay(key)} is not a valid label key: an optional DNS subdomain prefix (at most 253 characters) and "/", then a name of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit`,
+      );
+    }
+    if (!isLabelValue(value)) {
+      ok = false;
+      issues.error(
+        p,
+        lines.get(key)?.value,
+        `value ${quoteForDisplay(value)} is not a valid label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit`,
+      );
+    }
+  }
+  return ok ? labels : {};
 }
 
 function readMinResync(issues: Issues, v: GoValue): number | undefined {
@@ -246,7 +371,7 @@ function readFiles(issues: Issues, files: Readonly<Record<string, string>>): Map
     issues.file = file;
     const field = byLower.get(file.toLowerCase());
     if (field === undefined) {
-      issues.warn(file, undefined, unknownKeyMessage(file, TOP_LEVEL_KEYS));
+      issues.unknownKey(file, undefined, file, TOP_LEVEL_KEYS);
       continue;
     }
     const prev = top.get(field);
@@ -289,7 +414,7 @@ function buildConfig(issues: Issues, top: Map<TopKey, TopValue>): ProvisionerCon
   const jobTolerations: V1Toleration[] = readTolerations(issues, at('jobTolerations'), 'jobTolerations') ?? [];
   const minResyncPeriodMs = readMinResync(issues, at('minResyncPeriod')) ?? DEFAULT_MIN_RESYNC_PERIOD_MS;
   const useNodeNameOnly = bool('useNodeNameOnly');
-  const labels = readStringMap(issues, at('labelsForPV'), 'labelsForPV') ?? {};
+  const labels = readLabels(issues, at('labelsForPV'));
   const labelsForPV = Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   const setPVOwnerRef = bool('setPVOwnerRef');
   const removeNodeNotReadyTaint = bool('removeNodeNotReadyTaint');
@@ -353,8 +478,15 @@ export function configHash(config: ProvisionerConfig): string {
 
 function parseUnsafe(files: Readonly<Record<string, string>>): ParseResult {
   const issues = new Issues();
+  const keys = Object.keys(files).length;
+  if (keys > MAX_CONFIG_KEYS) {
+    // Not parsed at all: each key costs a parse and a warning.
+    const message = `the configuration has ${keys} keys (ConfigMap keys, files of the config directory), over the limit of ${MAX_CONFIG_KEYS}; this provisioner knows ${TOP_LEVEL_KEYS.length}`;
+    return Object.freeze({ ok: false as const, errors: Object.freeze([Object.freeze({ path: '', message })]), warnings: Object.freeze([]) });
+  }
   const top = readFiles(issues, files);
   const config = buildConfig(issues, top);
+  issues.finish();
   const warnings = Object.freeze(issues.warnings.map((w) => Object.freeze(w)));
   if (issues.errors.length > 0) {
     return Object.freeze({ ok: false as const, errors: Object.freeze(issues.errors.map((e) => Object.freeze(e))), warnings });

@@ -1,6 +1,8 @@
 // A ConfigMap as the upstream helm chart renders it (values quoted the chart's way),
 // and helpers to turn a manifest into the files the kubelet would mount.
 import { parse } from 'yaml';
+import { parseConfig } from '../../src/config/parse.ts';
+import type { ConfigError, ProvisionerConfig } from '../../src/config/types.ts';
 
 export const HELM_CONFIGMAP = `
 # Source: provisioner/templates/configmap.yaml
@@ -52,4 +54,18 @@ data:
 export function configMapData(manifest: string): Record<string, string> {
   const doc = parse(manifest) as { data: Record<string, string> };
   return doc.data;
+}
+
+/** The config of files that must be valid (the errors in the exception otherwise). */
+export function ok(files: Record<string, string>): ProvisionerConfig {
+  const r = parseConfig(files);
+  if (!r.ok) throw new Error(`expected a valid config, got ${JSON.stringify(r.errors, null, 2)}`);
+  return r.config;
+}
+
+/** The errors of files that must be invalid. */
+export function errors(files: Record<string, string>): readonly ConfigError[] {
+  const r = parseConfig(files);
+  if (r.ok) throw new Error('expected errors, got a valid config');
+  return r.errors;
 }

@@ -199,3 +199,29 @@ describe('readConfigDir: size limit', () => {
     expect(result.config.storageClassMap['class-01199']).toMatchObject({ hostDir: '/mnt/disks/class-01199', fsType: 'ext4' });
   }, 60_000);
 });
+
+describe('readConfigDir: number of entries (rule 24, issue 17)', () => {
+  const MAX_CONFIG_KEYS = 128; // docs/configuration.md#limits
+  const many = (n: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`junk${i}`, 'x']));
+
+  it(`rejects a kubelet generation of more than ${MAX_CONFIG_KEYS} keys, not transiently and without reading them`, async () => {
+    await publish({ storageClassMap: CLASS, ...many(MAX_CONFIG_KEYS) }, '..g1');
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(false);
+    expect((err as ConfigReadError).message).toBe(
+      `config directory ${path.join(dir, '..g1')} has ${MAX_CONFIG_KEYS + 1} entries (ConfigMap keys), over the limit of ${MAX_CONFIG_KEYS}; none was read`,
+    );
+  });
+
+  it(`rejects a plain directory of more than ${MAX_CONFIG_KEYS} entries (dotfiles not counted), accepts ${MAX_CONFIG_KEYS}`, async () => {
+    await writeFile(path.join(dir, '.hidden'), 'x');
+    for (const [k, v] of Object.entries({ storageClassMap: CLASS, ...many(MAX_CONFIG_KEYS - 1) })) await writeFile(path.join(dir, k), v);
+    expect(Object.keys((await readConfigDir(dir)).files)).toHaveLength(MAX_CONFIG_KEYS);
+    await mkdir(path.join(dir, 'a-directory'));
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect((err as ConfigReadError).message).toBe(
+      `config directory ${dir} has ${MAX_CONFIG_KEYS + 1} entries (ConfigMap keys), over the limit of ${MAX_CONFIG_KEYS}; none was read`,
+    );
+  });
+});

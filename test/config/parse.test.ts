@@ -1,19 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, configHash, parseConfig } from '../../src/config/parse.ts';
-import type { ConfigError, ParseResult, ProvisionerConfig } from '../../src/config/types.ts';
-import { configMapData, HELM_CONFIGMAP } from './fixtures.ts';
-
-function ok(files: Record<string, string>): ProvisionerConfig {
-  const r = parseConfig(files);
-  if (!r.ok) throw new Error(`expected a valid config, got ${JSON.stringify(r.errors, null, 2)}`);
-  return r.config;
-}
-
-function errors(files: Record<string, string>): readonly ConfigError[] {
-  const r = parseConfig(files);
-  if (r.ok) throw new Error('expected errors, got a valid config');
-  return r.errors;
-}
+import type { ConfigError, ParseResult } from '../../src/config/types.ts';
+import { configMapData, errors, HELM_CONFIGMAP, ok } from './fixtures.ts';
 
 /** The single error of a config that has exactly one. */
 function onlyError(files: Record<string, string>): ConfigError {
@@ -272,8 +260,9 @@ describe('parseConfig: case-insensitive keys', () => {
 describe('parseConfig: scalars into string fields are stringified like Go', () => {
   it('turns booleans, integers and floats into Go strings', () => {
     const c = ok({
-      storageClassMap: `${CLASS}  namePattern: yes\n  fsType: 123\n  blockCleanerCommand: [/scripts/shred.sh, 2, 0x10, 1.50, on]\n`,
-      labelsForPV: 'c: 1.50\nd: 0755\ne: 1e6\nf: no\ng: 2001-12-14\nh:\n',
+      storageClassMap: `${CLASS}  namePattern: yes\n  fsType: 123\n  blockCleanerCommand: [/scripts/shred.sh, 2, 0x10, 1.50, on, 1e6]\n`,
+      // 1e6 would be "1e+06", not a valid label value (rejected: test/config/validation.test.ts)
+      labelsForPV: 'c: 1.50\nd: 0755\nf: no\ng: 2001-12-14\nh:\n',
       nodeLabelsForPV: '[1, true, 3.25]',
       removeNodeNotReadyTaint: 'yes',
       provisionerNotReadyNodeTaintKey: '12',
@@ -281,8 +270,8 @@ describe('parseConfig: scalars into string fields are stringified like Go', () =
     const cls = c.storageClassMap['local']!;
     expect(cls.namePattern).toBe('true');
     expect(cls.fsType).toBe('123');
-    expect(cls.blockCleanerCommand).toEqual(['/scripts/shred.sh', '2', '16', '1.5', 'true']);
-    expect(c.labelsForPV).toEqual({ c: '1.5', d: '493', e: '1e+06', f: 'false', g: '2001-12-14', h: '' });
+    expect(cls.blockCleanerCommand).toEqual(['/scripts/shred.sh', '2', '16', '1.5', 'true', '1e+06']);
+    expect(c.labelsForPV).toEqual({ c: '1.5', d: '493', f: 'false', g: '2001-12-14', h: '' });
     expect(c.nodeLabelsForPV).toEqual(['1', 'true', '3.25']);
     expect(c.provisionerNotReadyNodeTaintKey).toBe('12');
   });

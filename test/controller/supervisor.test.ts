@@ -513,6 +513,50 @@ describe('ConfigWatcher + Supervisor with the kubelet writer', () => {
     expect(h.starts).toHaveLength(2); // A, then C: the typo alone restarted nothing
   });
 
+  // Issue 17 (3a, 4, 8): the new config rules reach the daemon through the same reader and parser as every other
+  // rule, at start-up and on reload.
+  const NESTED = { storageClassMap: classYaml({ a: { hostDir: '/mnt/d' }, b: { hostDir: '/mnt/d/vol1' } }) };
+  const SYSTEM_ROOT = { storageClassMap: classYaml({ fast: { hostDir: '/mnt/../etc' } }) };
+
+  it('nested classes at start-up: nothing runs, not ready, a ConfigInvalid Event naming both classes; a fix starts it', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
+    const writer = new AtomicWriter(dir);
+    await writer.write(NESTED);
+    const { sup, h, rec } = setup();
+    watcher = new ConfigWatcher({ dir, pollIntervalMs: 60_000, watch: false, logger: silentLogger, onResult: (r) => sup.handle(r) });
+    await watcher.start();
+    expect(sup.ready).toBe(false);
+    expect(h.log).toEqual([]);
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid']);
+    expect(rec.events[0]!.message).toContain('no valid configuration yet');
+    expect(rec.events[0]!.message).toContain('hostDir "/mnt/d/vol1" of storage class b lies inside hostDir "/mnt/d" of storage class a');
+    await writer.write(A);
+    await watcher.checkNow();
+    expect(sup.ready).toBe(true);
+  });
+
+  it('a reload with nested classes, then one with /mnt/../etc, is refused each time and the last good config keeps running', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
+    const writer = new AtomicWriter(dir);
+    await writer.write(A);
+    const { sup, h, rec, metrics } = setup();
+    watcher = new ConfigWatcher({ dir, pollIntervalMs: 60_000, watch: false, logger: silentLogger, onResult: (r) => sup.handle(r) });
+    await watcher.start();
+    expect(sup.current?.hash).toBe(hashOf(A));
+    await writer.write(NESTED);
+    await watcher.checkNow();
+    await writer.write(SYSTEM_ROOT);
+    await watcher.checkNow();
+    expect(sup.current?.hash).toBe(hashOf(A));
+    expect(h.log).toEqual(['start 1', 'running 1']);
+    const invalid = rec.events.filter((e) => e.reason === 'ConfigInvalid' && e.ref.kind === 'Pod').map((e) => e.message);
+    expect(invalid).toHaveLength(2);
+    expect(invalid[0]).toContain(`keeping configuration ${hashOf(A).slice(0, 12)} running`);
+    expect(invalid[0]).toContain('of storage class b lies inside hostDir "/mnt/d" of storage class a');
+    expect(invalid[1]).toContain('hostDir "/mnt/../etc" ("/etc" once normalised) of storage class fast is /etc');
+    expect(await gauge(metrics.configLastReloadSuccessful)).toBe(0);
+  });
+
   it('bad config at start-up, a fix, a burst of 20 swaps (at most 2 restarts), touches (none)', async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sup-'));
     const writer = new AtomicWriter(dir);
