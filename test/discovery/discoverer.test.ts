@@ -233,7 +233,9 @@ describe('Discoverer', () => {
 
   it('stats no directory entry, in the first pass or later ones; a symlink is still followed (issue 12)', async () => {
     const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2', 'mount3');
-    await symlink(paths[0]!, join(root, 'sc1', 'link1'));
+    // The target lies outside every volume (a link into mount1 would be refused: issue 17, 3b).
+    const [target] = await dirs(root, 'elsewhere');
+    await symlink(target!, join(root, 'sc1', 'link1'));
     await mounts(...paths, join(root, 'sc1', 'link1'));
     const d = discoverer(config({ sc1: cls('sc1') }));
     statCalls.length = 0;
@@ -545,7 +547,7 @@ describe('Discoverer', () => {
     expect(kube.count('create', 'persistentvolumes')).toBe(2);
   });
 
-  it('AlreadyExists (a PV of that name not in our cache) is skipped quietly and not re-sent every pass', async () => {
+  it('AlreadyExists for a PV that is not ours: one Warning naming the conflict, not re-sent every pass', async () => {
     const [a] = await dirs(join(root, 'sc1'), 'mount1');
     await mounts(a!);
     const name = generatePVName('mount1', 'test-node', 'sc1');
@@ -556,7 +558,14 @@ describe('Discoverer', () => {
     expect(kube.count('create', 'persistentvolumes')).toBe(1);
     await d.discover();
     expect(kube.count('create', 'persistentvolumes')).toBe(1);
-    expect(events.events).toEqual([]);
+    expect(events.events).toEqual([
+      expect.objectContaining({
+        type: 'Warning',
+        reason: 'PVNameTaken',
+        message: expect.stringContaining(`PV name "${name}" for volume at "/mnt/host/sc1/mount1" is taken by a PV this node did not make for that volume (provisioned-by "someone-else"`),
+      }),
+    ]);
+    expect(r.warnings).toHaveLength(1);
   });
 
   it('a directory under a Block class is an error, once as an Event', async () => {
@@ -682,6 +691,94 @@ describe('Discoverer', () => {
     expect(a).toBeDefined();
     const r = await discoverer(config({ sc1: cls('sc1') }), { mountInfoPath: join(root, 'no-mountinfo') }).discover();
     expect(r.ready).toBe(false);
-    expect(r.errors[0]).toMatch(/^error retrieving mountpoints: open .*no-mountinfo: no such file or directory$/);
+    expect(r.errors[0]).toMatch(/cannot read the mount table .*no-mountinfo/);
+  });
+});
+
+// Issue 17, point 3(b): nothing inside another volume, no symlink a tenant could have written.
+describe('Discoverer: entries inside a volume (issue 17, 3b)', () => {
+  /** A mountinfo line: id, MAJ:MIN, root of the mount, mount point. */
+  const line = (id: number, devno: string, mroot: string, point: string, fs = 'tmpfs', src = 'tmpfs'): string =>
+    `${id} 22 ${devno} ${mroot} ${point.replace(/ /g, '\\040')} rw,relatime - ${fs} ${src} rw`;
+  const table = async (...lines: string[]): Promise<void> => {
+    await writeFile(mountinfo, `${['22 1 8:1 / / rw - ext4 /dev/sda1 rw', ...lines].join('\n')}\n`);
+  };
+  const refusals = () => events.events.filter((e) => e.reason === 'VolumeDiscoveryRefused');
+
+  beforeEach(() => {
+    classes.m.set('a', sc('a'));
+    classes.m.set('b', sc('b'));
+  });
+
+  it("nested classes (validation bypassed): class b's mountDir inside a's volume vol1; b's mount and a tenant's symlink get no PV, a Warning each", async () => {
+    const vol1 = join(root, 'a', 'vol1');
+    const [sub] = await dirs(vol1, 'sub');
+    await mkdir(join(root, 'outside'));
+    await symlink(join(root, 'outside'), join(vol1, 'evil')); // what `ln -s /dev/<disk> evil` in the volume does
+    await table(line(100, '0:50', '/', vol1), line(101, '0:51', '/', sub!), line(102, '8:1', '/outside', join(vol1, 'evil')));
+    const cfg = config({ a: cls('a'), b: cls('b', { hostDir: '/mnt/host/a/vol1', mountDir: vol1 }) });
+    const d = discoverer(cfg);
+    const r = await d.discover();
+    expect(r.created).toEqual([generatePVName('vol1', 'test-node', 'a')]);
+    expect(pvs().map((p) => p.spec?.local?.path)).toEqual(['/mnt/host/a/vol1']);
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${join(vol1, 'evil')}" (class "b", host path "/mnt/host/a/vol1/evil"): its discovery dir (mountDir "${vol1}") is not trusted: it lies inside the mountDir "${join(root, 'a')}" of another class, where tenants' volumes live`,
+      `not creating a PV for "${sub!}" (class "b", host path "/mnt/host/a/vol1/sub"): its discovery dir (mountDir "${vol1}") is not trusted: it lies inside the mountDir "${join(root, 'a')}" of another class, where tenants' volumes live`,
+    ]);
+    expect(r.ready).toBe(true);
+    // Rate-limited like the other discovery problems: once per appearance.
+    await d.discover();
+    expect(refusals()).toHaveLength(2);
+  });
+
+  it("a bind mount puts class b's discovery dir inside a's volume (no path says so): b's entries get no PV", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const bdir = join(root, 'b');
+    const [x] = await dirs(bdir, 'x');
+    await mkdir(join(root, 'outside'));
+    await symlink(join(root, 'outside'), join(bdir, 'evil'));
+    // <root>/b is a bind mount of vol1/sub (same tmpfs 0:50, root /sub); x is a tmpfs mounted there.
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/sub', bdir), line(102, '0:60', '/', x!), line(103, '8:1', '/outside', join(bdir, 'evil')));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created).toEqual([generatePVName('vol1', 'test-node', 'a')]);
+    expect(refusals()).toHaveLength(2);
+    for (const e of refusals()) expect(e.message).toContain(`is not trusted: it lies inside the volume mounted at "${vol1!}" (same filesystem 0:50, under its root "/")`);
+  });
+
+  it("a symlink whose target lies inside another class's volume gets no PV; a link elsewhere does", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const [inner] = await dirs(vol1!, 'inner');
+    await mkdir(join(root, 'b'));
+    const [ok] = await dirs(root, 'ok');
+    await symlink(inner!, join(root, 'b', 'into-vol1'));
+    await symlink(ok!, join(root, 'b', 'fine'));
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/inner', join(root, 'b', 'into-vol1')), line(102, '8:1', '/ok', join(root, 'b', 'fine')));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created.sort()).toEqual([generatePVName('vol1', 'test-node', 'a'), generatePVName('fine', 'test-node', 'b')].sort());
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${join(root, 'b', 'into-vol1')}" (class "b", host path "/mnt/host/b/into-vol1"): it is a symlink to "${inner!}", which lies inside the volume mounted at "${vol1!}"`,
+    ]);
+  });
+
+  it("a mount of a directory inside another volume (bind of a/vol1/sub as b/y) gets no PV; bind mounts of one disk's directories (the upstream pattern) do", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const [y, d1, d2] = await dirs(join(root, 'b'), 'y', 'disk1', 'disk2');
+    // disk1/disk2: bind mounts of /data/disk1, /data/disk2 of the root filesystem (8:1), like the discovery dirs themselves.
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/sub', y!), line(102, '8:1', '/data/disk1', d1!, 'ext4', '/dev/sda1'), line(103, '8:1', '/data/disk2', d2!, 'ext4', '/dev/sda1'));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created.sort()).toEqual(
+      [generatePVName('vol1', 'test-node', 'a'), generatePVName('disk1', 'test-node', 'b'), generatePVName('disk2', 'test-node', 'b')].sort(),
+    );
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${y!}" (class "b", host path "/mnt/host/b/y"): it is a mount of "/sub" on 0:50, which lies inside the volume mounted at "${vol1!}" (0:50, root "/")`,
+    ]);
+  });
+
+  it('--dry-run-style result: a refused entry is listed with its reason among the warnings', async () => {
+    const vol1 = join(root, 'a', 'vol1');
+    const [sub] = await dirs(vol1, 'sub');
+    await table(line(100, '0:50', '/', vol1), line(101, '0:51', '/', sub!));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b', { mountDir: vol1 }) })).discover();
+    expect(r.warnings.some((w) => w.startsWith(`not creating a PV for "${sub!}"`) && w.includes('is not trusted'))).toBe(true);
   });
 });
