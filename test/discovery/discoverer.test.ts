@@ -571,7 +571,8 @@ describe('Discoverer', () => {
     expect(r.warnings).toHaveLength(1);
   });
 
-  it('issue 17, 5: AlreadyExists for our own PV labelled for another node (--pv-node-label): GET, relabel to this node, no create again', async () => {
+  /** mount1 of sc1 with its PV (ours, same path) already made, labelled for another node. */
+  async function ourPVLabelledElsewhere(): Promise<string> {
     const [a] = await dirs(join(root, 'sc1'), 'mount1');
     await mounts(a!);
     const name = generatePVName('mount1', 'test-node', 'sc1');
@@ -579,6 +580,11 @@ describe('Discoverer', () => {
       metadata: { name, labels: { 'local-static-provisioner/node': 'elsewhere' }, annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
       spec: { local: { path: '/mnt/host/sc1/mount1' }, storageClassName: 'sc1' },
     });
+    return name;
+  }
+
+  it('issue 17, 5: AlreadyExists for our own PV labelled for another node (--pv-node-label): GET, relabel to this node, no create again', async () => {
+    const name = await ourPVLabelledElsewhere();
     // The labelled informer does not see it: a cache over a silent informer.
     const hidden = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: hidden, extraLabels: { 'local-static-provisioner/node': 'test-node' } });
@@ -594,13 +600,7 @@ describe('Discoverer', () => {
   });
 
   it('issue 17, 5: our PV labelled elsewhere whose relabel is forbidden: a Warning naming the label and the fix, create retried only after the backoff', async () => {
-    const [a] = await dirs(join(root, 'sc1'), 'mount1');
-    await mounts(a!);
-    const name = generatePVName('mount1', 'test-node', 'sc1');
-    kube.put('persistentvolumes', {
-      metadata: { name, labels: { 'local-static-provisioner/node': 'elsewhere' }, annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
-      spec: { local: { path: '/mnt/host/sc1/mount1' }, storageClassName: 'sc1' },
-    });
+    const name = await ourPVLabelledElsewhere();
     kube.failNext('patch', 'persistentvolumes', new KubeError(403, 'Forbidden', 'forbidden'));
     const hidden = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer });
     const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: hidden, extraLabels: { 'local-static-provisioner/node': 'test-node' }, createBackoff: { initialMs: 10_000, maxMs: 60_000, jitter: 0 } });
