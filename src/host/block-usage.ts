@@ -26,7 +26,7 @@
 import { constants } from 'node:fs';
 import { open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { errnoCode } from '../util/errors.ts';
+import { describeFsError, errnoCode } from '../util/errors.ts';
 import { deviceNumbers } from './stat.ts';
 import { mountHolding } from './host-mounts.ts';
 import type { MountPropagation } from './mountinfo.ts';
@@ -214,6 +214,11 @@ export async function blockDeviceUsage(path: string, size: bigint, facts: BlockH
     const holders = await holdersOf(dev);
     if (holders.length > 0) note('holders', `${what} is held by ${holders.join(', ')} (${join('/sys/class/block', dev.name, 'holders')})`);
   }
-  if (await (o.heldExclusively ?? heldExclusively)(path)) note('exclusive-open', `device ${devno} is opened exclusively (O_EXCL) by another process`);
+  try {
+    if (await (o.heldExclusively ?? heldExclusively)(path)) note('exclusive-open', `device ${devno} is opened exclusively (O_EXCL) by another process`);
+  } catch (err) {
+    // Whoever may not open it cannot tell that nobody holds it: refused too.
+    note('exclusive-open', `device ${devno} could not be opened to check for an exclusive holder (${describeFsError(err, 'short')})`);
+  }
   return out;
 }

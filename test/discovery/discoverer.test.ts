@@ -877,7 +877,11 @@ describe.skipIf(process.getuid?.() !== 0)('Discoverer: block devices in use (iss
       blockUsage: {
         swapsPath: join(root, 'swaps'),
         kubeletRoot: '/var/lib/kubelet',
-        heldExclusively: (p) => realpath(p).then((r) => excl.has(r)),
+        heldExclusively: (p) =>
+          realpath(p).then((r) => {
+            if (r.endsWith('/nd11')) throw Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' });
+            return excl.has(r);
+          }),
       },
     });
   const inUse = () => events.events.filter((e) => e.reason === 'BlockDeviceInUse');
@@ -901,6 +905,7 @@ describe.skipIf(process.getuid?.() !== 0)('Discoverer: block devices in use (iss
     await entry('empty', await fakeDisk('loop9', { minor: 90, size: 0 }));
     await fakeDisk('pd10', { minor: 100, holders: ['dm-3'], parts: [{ name: 'pd10p1', minor: 101 }] });
     await entry('part-of-held', join(root, 'nodes', 'pd10p1'));
+    await entry('no-open', await fakeDisk('nd11', { minor: 110 }));
     excl.add(join(root, 'nodes', 'xd8'));
     await writeFile(join(root, 'swaps'), 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/zram5                              partition\t8388604\t\t0\t\t100\n');
     await writeFile(
@@ -923,6 +928,7 @@ describe.skipIf(process.getuid?.() !== 0)('Discoverer: block devices in use (iss
       [
         'empty (empty): device 250:90 has size 0 (an unattached loop device or an empty device)',
         'excl (exclusive-open): device 250:80 is opened exclusively (O_EXCL) by another process',
+        'no-open (exclusive-open): device 250:110 could not be opened to check for an exclusive holder (permission denied)',
         'holders (holders): device 250:30 (hd3) is held by dm-0 (/sys/class/block/hd3/holders)',
         'kubelet (kubelet-device): device 250:70 (kd7) holds "/var/lib/kubelet"',
         'kubelet (mounted): device 250:70 (kd7) is mounted at "/var/lib/kubelet"',
@@ -939,7 +945,7 @@ describe.skipIf(process.getuid?.() !== 0)('Discoverer: block devices in use (iss
     // Rate-limited: nothing new on the next pass, no create either.
     const creates = kube.count('create', 'persistentvolumes');
     await d.discover();
-    expect(inUse()).toHaveLength(12);
+    expect(inUse()).toHaveLength(13);
     expect(kube.count('create', 'persistentvolumes')).toBe(creates);
     // Freed (unmounted): the PV comes on the next pass.
     await writeFile(mountinfo, '22 1 8:1 / / rw - ext4 /dev/sda1 rw\n');
