@@ -19,8 +19,16 @@
 // - Every Event is emitted only when the problem for that class/path appears
 //   or changes, so a steady state costs 0 API requests per pass.
 // - A created PV is put into the cache at once (noteCreated), so the next pass
-//   cannot create it twice; an AlreadyExists answer is skipped quietly, and a
-//   failed create is retried with a per-PV backoff instead of on every pass.
+//   cannot create it twice; a failed create is retried with a per-PV backoff
+//   instead of on every pass. An AlreadyExists answer is followed by a GET: a PV
+//   of ours (this node, same path) is noted, and with --pv-node-label labelled
+//   back to this node if someone moved its label; any other PV of that name is a
+//   Warning `PVNameTaken` (issue 17, 5).
+// - Only a NEW entry (no PV, path not in use) is checked before its create, so a
+//   volume with a PV costs nothing more per pass (issue 17, docs/cleanup.md
+//   Safety rules 25-28): where it lies (not inside another volume, not a symlink
+//   a tenant could have written or one pointing into a volume: host/volume-nesting.ts)
+//   and, for a block device, whether it is in use (host/block-usage.ts).
 // - The mount table is /proc/self/mountinfo with escapes decoded, read at most
 //   once per pass and only when a new filesystem entry needs the check.
 // - The capacity gauge is not set here: it is read at scrape time from this
