@@ -822,6 +822,14 @@ describe('Discoverer: entries inside a volume (issue 17, 3b)', () => {
     ]);
   });
 
+  it('the upstream recipe (`mount --bind /mnt/disks/volN /mnt/disks/volN` on one disk) is not nested: every volume gets its PV', async () => {
+    const paths = await dirs(join(root, 'a'), 'vol1', 'vol2', 'vol3');
+    await table(...paths.map((p, i) => line(100 + i, '8:1', p, p, 'ext4', '/dev/sda1')));
+    const r = await discoverer(config({ a: cls('a') })).discover();
+    expect(r.created.sort()).toEqual(['vol1', 'vol2', 'vol3'].map((v) => generatePVName(v, 'test-node', 'a')).sort());
+    expect(refusals()).toEqual([]);
+  });
+
   it('--dry-run-style result: a refused entry is listed with its reason among the warnings', async () => {
     const vol1 = join(root, 'a', 'vol1');
     const [sub] = await dirs(vol1, 'sub');
