@@ -1,15 +1,16 @@
 // Issue 3 end to end: the real daemon (node src/main.ts) against the real
 // control plane, on real tmpfs mounts and a real loop device, as the
 // restricted provisioner identity.
-import { writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CoreV1Event, V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { startDaemon } from './support/cleanup.ts';
-import { createLocalStorageClass, pvsOfNode } from './support/hot-reload.ts';
+import { keepLogs, startDaemon } from './support/cleanup.ts';
+import { createLocalStorageClass, pvsOfNode, waitPV } from './support/hot-reload.ts';
 import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
 
@@ -152,5 +153,117 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
     });
     // The stray file is only a warning; the pass has no error, so the daemon is ready.
     expect(await prov!.ready()).toBe(true);
+  });
+});
+
+// Issue 17, points 3(b) and 4 end to end: real loop devices, a real ext4 mount, a real O_EXCL holder, a real
+// bind mount that puts class b's discovery dir inside a volume of class a, and a tenant's symlink there.
+describe.skipIf(!isRoot())('discovery refuses devices in use and entries inside a volume (issue 17)', () => {
+  const host = new HostFixtures('lsp-disc17-');
+  const node = uniqueName('disc17-node');
+  const fsClass = uniqueName('fs');
+  const blockClass = uniqueName('blk');
+  const innerClass = uniqueName('inner');
+  let prov: ProvisionerProcess | undefined;
+  let holder: ChildProcess | undefined;
+  const ownMounts: string[] = [];
+  const devs: Record<string, string> = {};
+
+  const sh = (cmd: string, args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  const pvName = (entry: string, cls: string): string => generatePVName(entry, node, cls);
+  const eventsFor = async (reason: string): Promise<string[]> => (await nodeEvents(node)).filter((e) => e.reason === reason).map((e) => e.message ?? '');
+
+  beforeAll(async () => {
+    await createNode(core, node);
+    for (const c of [fsClass, blockClass, innerClass]) await createLocalStorageClass(storage, c);
+    // Class fs: one tmpfs volume vol1. Class inner: its discovery dir is a bind mount of vol1/sub (inside vol1).
+    const vol1 = host.tmpfs(16, 'a', 'vol1');
+    mkdirSync(join(vol1, 'sub'));
+    const innerDir = host.mkdir('inner');
+    sh('mount', ['--bind', join(vol1, 'sub'), innerDir]);
+    ownMounts.push(innerDir);
+    // Block class: symlinks, the free one through a /dev/disk/by-id style name.
+    host.mkdir('blk');
+    host.mkdir('by-id');
+    devs['free'] = host.loopDevice(20, 'free');
+    host.symlink(devs['free'], 'by-id', 'ata-FREE_DISK_1');
+    host.symlink(host.path('by-id', 'ata-FREE_DISK_1'), 'blk', 'free');
+    devs['mounted'] = host.loopDevice(20, 'mounted');
+    sh('mkfs.ext4', ['-q', '-F', devs['mounted']]);
+    const mnt = host.mkdir('mnt-used');
+    sh('mount', [devs['mounted'], mnt]);
+    ownMounts.push(mnt);
+    host.symlink(devs['mounted'], 'blk', 'mounted');
+    devs['held'] = host.loopDevice(20, 'held');
+    host.symlink(devs['held'], 'blk', 'held');
+    // A 0-byte device: a loop device of ours over an empty file (never someone else's unattached /dev/loopN).
+    devs['empty'] = host.loopDevice(0, 'empty');
+    host.symlink(devs['empty'], 'blk', 'empty');
+    // The tenant of vol1 writes a symlink to a (free) block device into its volume: class inner would see it.
+    devs['victim'] = host.loopDevice(20, 'victim');
+    host.symlink(devs['victim'], 'a', 'vol1', 'sub', 'evil');
+    // Another process holds `held` open with O_EXCL (as mkfs, a VM or a database on the raw device does).
+    const script = `const fs = require('node:fs'); fs.openSync(${JSON.stringify(devs['held'])}, fs.constants.O_RDONLY | fs.constants.O_EXCL); process.stdout.write('held\\n'); setInterval(() => {}, 1 << 30);`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    holder = child;
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.on('data', (b: Buffer) => (b.toString().includes('held') ? resolve() : undefined));
+      child.on('exit', (code) => reject(new Error(`the O_EXCL holder exited with ${code}`)));
+    });
+
+    prov = await startDaemon(host, {
+      nodeName: node,
+      files: {
+        storageClassMap:
+          `${fsClass}:\n  hostDir: /mnt/host/a\n  mountDir: ${host.path('a')}\n` +
+          `${blockClass}:\n  hostDir: /mnt/host/blk\n  mountDir: ${host.path('blk')}\n  volumeMode: Block\n` +
+          `${innerClass}:\n  hostDir: /mnt/host/inner\n  mountDir: ${innerDir}\n  volumeMode: Block\n`,
+      },
+    });
+  });
+
+  afterAll(async () => {
+    try {
+      await prov?.stop();
+    } finally {
+      if (holder?.pid !== undefined && holder.exitCode === null) process.kill(holder.pid, 'SIGKILL');
+      for (const m of ownMounts.reverse()) {
+        try {
+          sh('umount', [m]);
+        } catch {
+          /* not mounted */
+        }
+      }
+      for (const name of [pvName('vol1', fsClass), pvName('free', blockClass)]) await core.deletePersistentVolume({ name }).catch(() => undefined);
+      keepLogs(host, node, ['provisioner.log']);
+      host.cleanup();
+    }
+  });
+
+  it('a blank device (by-id style symlink) gets its PV; mounted, O_EXCL-held and 0-byte devices get none, one BlockDeviceInUse Warning each', async () => {
+    await waitPV(core, pvName('free', blockClass));
+    const msgs = await waitFor(async () => {
+      const m = await eventsFor('BlockDeviceInUse');
+      return ['/blk/mounted"', '/blk/held"', '/blk/empty"'].every((e) => m.some((x) => x.includes(e))) ? m : undefined;
+    }, { what: 'BlockDeviceInUse events for mounted, held and empty', timeoutMs: 60_000 });
+    const about = (e: string): string[] => msgs.filter((m) => m.includes(`/blk/${e}"`));
+    expect(about('mounted').some((m) => m.includes(`is mounted at "${host.path('mnt-used')}"`))).toBe(true);
+    expect(about('held')).toEqual([expect.stringContaining('is opened exclusively (O_EXCL) by another process')]);
+    expect(about('empty')).toEqual([expect.stringContaining('has size 0')]);
+    const names = (await pvsOfNode(core, node)).map((p) => p.metadata?.name);
+    for (const e of ['mounted', 'held', 'empty']) expect(names).not.toContain(pvName(e, blockClass));
+    expect(await prov!.ready()).toBe(true);
+  });
+
+  it("a tenant's symlink in a discovery dir that a bind mount puts inside another class's volume gets no PV (VolumeDiscoveryRefused)", async () => {
+    await waitPV(core, pvName('vol1', fsClass));
+    const msgs = await waitFor(async () => {
+      const m = await eventsFor('VolumeDiscoveryRefused');
+      return m.some((x) => x.includes('/inner/evil"')) ? m : undefined;
+    }, { what: 'a VolumeDiscoveryRefused event for inner/evil', timeoutMs: 60_000 });
+    expect(msgs.find((x) => x.includes('/inner/evil"'))).toContain(`it lies inside the volume mounted at "${host.path('a', 'vol1')}"`);
+    expect((await pvsOfNode(core, node)).map((p) => p.metadata?.name)).not.toContain(pvName('evil', innerClass));
+    // Warnings only: no pass error, and no create was attempted for any refused entry (2 creates in all).
+    expect(metricValue(await prov!.metrics(), 'local_volume_provisioner_apiserver_requests_total', { method: 'create' })).toBe(2);
   });
 });

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { V1PersistentVolume } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { applyManifests, componentManifests, deleteManifests } from './harness/manifests.ts';
@@ -15,7 +15,7 @@ import { createNode } from './harness/node-agent.ts';
 import { createImmediateClass, keepLogs, pvEvents, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { bindPV, configFiles, readPV, waitPV } from './support/hot-reload.ts';
-import type { ProvisionerProcess } from './support/provisioner.ts';
+import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
 import { PV_NODE_LABEL } from '../src/volume/pv-node-label.ts';
 
@@ -74,7 +74,7 @@ describe.skipIf(!isRoot())('--pv-node-label: a node lists and watches only its P
     await core.createNamespace({ body: { metadata: { name: ns } } });
     await createImmediateClass(storage, cls);
     fsDir = host.mkdir('fs');
-    for (const v of ['vol-a', 'vol-old', 'manual']) host.tmpfs(8, 'fs', v);
+    for (const v of ['vol-a', 'vol-old', 'manual', 'vol-moved']) host.tmpfs(8, 'fs', v);
     // Another node's PVs, labelled by its daemon: never listed nor watched here.
     for (let i = 0; i < FOREIGN; i++) await create(localPV(`${other}-pv-${i}`, other, `vol-b${i}`, { labels: { [PV_NODE_LABEL]: other }, annotations: ownedBy(other) }));
     // A PV of this node made before the option (no label): adopted and labelled.
@@ -146,6 +146,30 @@ describe.skipIf(!isRoot())('--pv-node-label: a node lists and watches only its P
     expect((await readPV(core, name))?.metadata?.uid).toBe(forged.metadata?.uid);
   });
 
+  it('issue 17, 5: our PV patched to label another node is labelled back, a release of it is cleaned, and creates do not loop on 409', async () => {
+    const name = generatePVName('vol-moved', node, cls);
+    const pv = await waitPV(core, name);
+    const code409 = async (): Promise<number> => metricValue(await prov!.metrics(), 'local_volume_provisioner_kube_requests_total', { verb: 'create', resource: 'persistentvolumes', code: '409' });
+    const before = await code409();
+    await core.patchPersistentVolume({ name, body: { metadata: { labels: { [PV_NODE_LABEL]: 'elsewhere' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    const back = await waitFor(
+      async () => {
+        const p = await readPV(core, name);
+        return p?.metadata?.labels?.[PV_NODE_LABEL] === node ? p : undefined;
+      },
+      { what: `PV ${name} to be labelled ${PV_NODE_LABEL}=${node} again`, timeoutMs: 60_000 },
+    );
+    expect(back.metadata?.uid).toBe(pv.metadata?.uid);
+    // The daemon handles it as its own again: a release is cleaned and the volume rediscovered.
+    const claim = await bindPV(core, back, ns);
+    fill('vol-moved');
+    const fresh = await releaseAndRediscover(core, ns, back, claim);
+    expect(readdirSync(join(fsDir, 'vol-moved'))).toEqual([]);
+    expect(fresh.metadata?.labels?.[PV_NODE_LABEL]).toBe(node);
+    // No create hot loop: at most the one AlreadyExists that may race the relabel.
+    expect((await code409()) - before).toBeLessThanOrEqual(1);
+  });
+
   it('after a restart, the labelled list holds exactly this node\'s PVs', async () => {
     await prov?.stop();
     const files = configFiles({ classes: { [cls]: { hostDir: HOST_DIR, mountDir: fsDir, namePattern: 'vol-*' } } });
@@ -155,7 +179,7 @@ describe.skipIf(!isRoot())('--pv-node-label: a node lists and watches only its P
       return l.size === 2 ? l : undefined;
     }, { what: 'both PV informers to sync', timeoutMs: 60_000 });
     const ours = (await core.listPersistentVolume({ labelSelector: ownSelector() })).items.map((p) => p.metadata?.name).sort();
-    expect(ours).toEqual([generatePVName('manual', node, cls), generatePVName('vol-a', node, cls), generatePVName('vol-old', node, cls)].sort());
+    expect(ours).toEqual([generatePVName('manual', node, cls), generatePVName('vol-a', node, cls), generatePVName('vol-moved', node, cls), generatePVName('vol-old', node, cls)].sort());
     expect(lists.get(ownSelector())).toBe(ours.length);
   });
 });

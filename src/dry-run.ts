@@ -52,6 +52,7 @@ function recordingPort(created: V1PersistentVolume[]): KubePort {
       created.push(pv);
       return Promise.resolve({ ...pv, metadata: { ...pv.metadata, uid: `dry-run-${created.length}` } });
     },
+    getPersistentVolume: refuse,
     deletePersistentVolume: refuse,
     deletePersistentVolumeClaim: refuse,
     createJob: refuse,

@@ -19,15 +19,23 @@
 // - Every Event is emitted only when the problem for that class/path appears
 //   or changes, so a steady state costs 0 API requests per pass.
 // - A created PV is put into the cache at once (noteCreated), so the next pass
-//   cannot create it twice; an AlreadyExists answer is skipped quietly, and a
-//   failed create is retried with a per-PV backoff instead of on every pass.
+//   cannot create it twice; a failed create is retried with a per-PV backoff
+//   instead of on every pass. An AlreadyExists answer is followed by a GET: a PV
+//   of ours (this node, same path) is noted, and with --pv-node-label labelled
+//   back to this node if someone moved its label; any other PV of that name is a
+//   Warning `PVNameTaken` (issue 17, 5).
+// - Only a NEW entry (no PV, path not in use) is checked before its create, so a
+//   volume with a PV costs nothing more per pass (issue 17, docs/cleanup.md
+//   Safety rules 25-28): where it lies (not inside another volume, not a symlink
+//   a tenant could have written or one pointing into a volume: host/volume-nesting.ts)
+//   and, for a block device, whether it is in use (host/block-usage.ts).
 // - The mount table is /proc/self/mountinfo with escapes decoded, read at most
 //   once per pass and only when a new filesystem entry needs the check.
 // - The capacity gauge is not set here: it is read at scrape time from this
 //   node's PVs (src/metrics, registerCapacitySource), so it is right in steady
 //   state and after deletes, unlike the Go provisioner's per-pass value.
 import type { Dirent } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { lstat, readdir, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1NodeSelectorTerm, V1OwnerReference, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -35,19 +43,31 @@ import type { ClassConfig, VolumeMode } from '../config/types.ts';
 import type { ObjectRef } from '../kube/events.ts';
 import { pvRef } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
-import { isAlreadyExists } from '../kube/port.ts';
+import { isAlreadyExists, isForbidden, isNotFound } from '../kube/port.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { mountDirProblem } from '../host/host-mounts.ts';
 import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
 import { blockDeviceCapacity, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
+import { blockDeviceUsage, readBlockHostFacts, type BlockHostFacts, type BlockHostFactsOptions, type BlockUsageOptions } from '../host/block-usage.ts';
+import { discoveredVolumes, discoveryDirProblem, volumeHolding, volumeHoldingMount } from '../host/volume-nesting.ts';
+import { PV_NODE_LABEL } from '../volume/pv-node-label.ts';
+import { pvOnThisNode } from '../volume/pv-cache.ts';
 import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
 import type { GenerationEnv } from '../volume/env.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
-import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
+import { ANN_PROVISIONED_BY, buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
-import { REASON_DISCOVERY_FAILED, REASON_FAILED_DELETE, REASON_NOT_DISCOVERED, REASON_STORAGE_CLASS } from '../kube/reasons.ts';
+import {
+  REASON_BLOCK_IN_USE,
+  REASON_DISCOVERY_FAILED,
+  REASON_DISCOVERY_REFUSED,
+  REASON_FAILED_DELETE,
+  REASON_NOT_DISCOVERED,
+  REASON_PV_NAME_TAKEN,
+  REASON_STORAGE_CLASS,
+} from '../kube/reasons.ts';
 
 /** What discovery needs from the deleter's cleanup bookkeeping (proctable / job controller). */
 export interface CleanupTracker {
@@ -69,6 +89,8 @@ export interface DiscovererOptions {
   readonly createBackoff?: BackoffOptions | undefined;
   /** Labels every created PV gets on top of buildPVLabels (they win over labelsForPV): --pv-node-label. */
   readonly extraLabels?: Readonly<Record<string, string>> | undefined;
+  /** Host facts of the block-device-in-use check (tests point them elsewhere; sysRoot above is shared). */
+  readonly blockUsage?: (BlockHostFactsOptions & Pick<BlockUsageOptions, 'heldExclusively'>) | undefined;
 }
 
 export interface DiscoveryResult {
@@ -96,6 +118,20 @@ interface Pass {
   mountPoints?: Promise<Set<string>>;
   /** The mount table with propagation tags (host-mount checks); undefined inside when it cannot be read. */
   mountTable?: Promise<MountPropagation[] | undefined>;
+  /** The nesting facts (issue 17, 3b): read once per pass, only when a new entry needs them. */
+  nesting?: Promise<Nesting>;
+  /** The block-device-in-use facts (issue 17, 4): read once per pass, only when a new block entry needs them. */
+  blockFacts?: Promise<BlockHostFacts>;
+}
+
+/** The mount table, the discovered volumes of every class, and why each class's discovery dir is not trusted. */
+interface Nesting {
+  readonly mounts: MountPropagation[];
+  readonly volumes: MountPropagation[];
+  /** class -> its mountDir with symlinks resolved. */
+  readonly realDirs: ReadonlyMap<string, string>;
+  /** class -> why its entries are refused (absent: trusted). */
+  readonly untrusted: ReadonlyMap<string, string>;
 }
 
 /** Everything about one candidate entry. */
@@ -132,6 +168,8 @@ export class Discoverer {
   readonly #createBackoff: KeyedBackoff;
   /** Last create error per PV name while it is backed off. */
   readonly #createErrors = new Map<string, string>();
+  /** Per PV name whose create met a PV of that name that is not ours (or that could not be relabelled): its Warning. */
+  readonly #createWarnings = new Map<string, { key: string; msg: string }>();
   /** Result of the host-mount check of each class whose mountDir exists (the mounts of a container do not change). */
   readonly #hostMountChecked = new Map<string, string | undefined>();
   #running: Promise<DiscoveryResult> | undefined;
@@ -301,9 +339,96 @@ export class Discoverer {
       return;
     }
 
+    // Only a NEW entry (no PV, path not in use) gets here: the checks below cost nothing for volumes that have a PV.
+    if (!(await this.#placeAllowed(pass, key, e))) return;
     const capacity = await this.#capacity(pass, key, e, mode);
     if (capacity === undefined) return;
+    if (mode === 'Block' && !(await this.#blockFree(pass, key, e, capacity))) return;
     await this.#create(pass, setup, key, e, mode, capacity);
+  }
+
+  /**
+   * Issue 17, 3b: an entry is refused when the class's discovery dir is not trusted (it lies inside a
+   * volume, another class's discovery dir, or on a mount inside one: a tenant could have written
+   * every entry there), when the entry is a mount whose filesystem lies inside another discovered
+   * volume, or when it is a symlink whose target lies inside a discovered volume.
+   */
+  async #placeAllowed(pass: Pass, key: string, e: Entry): Promise<boolean> {
+    const refuse = (why: string, level: 'warning' | 'error' = 'warning'): false => {
+      const msg = `not creating a PV for ${JSON.stringify(e.filePath)} (class ${JSON.stringify(e.className)}, host path ${JSON.stringify(e.hostPath)}): ${why}`;
+      this.#problem(pass, `${key}\0place`, level, REASON_DISCOVERY_REFUSED, msg, undefined, e.pvName);
+      return false;
+    };
+    let n: Nesting;
+    try {
+      n = await (pass.nesting ??= this.#readNesting(pass));
+    } catch (err) {
+      return refuse(`cannot check where it lies: ${describeFsError(err)}`, 'error');
+    }
+    const untrusted = n.untrusted.get(e.className);
+    if (untrusted !== undefined) return refuse(`its discovery dir (mountDir ${JSON.stringify(e.cls.mountDir)}) is not trusted: ${untrusted}`);
+    const realDir = n.realDirs.get(e.className) ?? e.cls.mountDir;
+    try {
+      if (!e.isDirectory && (await lstat(e.filePath)).isSymbolicLink()) {
+        const target = await realpath(e.filePath);
+        const v = volumeHolding(n.mounts, n.volumes, target);
+        if (v) return refuse(`it is a symlink to ${JSON.stringify(target)}, which lies inside the volume mounted at ${JSON.stringify(v.mountPoint)}`);
+        return true;
+      }
+    } catch (err) {
+      // Gone or unreadable: the mode check reports it.
+      this.#log.debug({ pv: e.pvName, err: errorMessage(err) }, `cannot lstat ${JSON.stringify(e.filePath)}`);
+      return true;
+    }
+    const self = join(realDir, e.name);
+    const mount = n.mounts.findLast((m) => m.mountPoint === self);
+    if (mount) {
+      const v = volumeHoldingMount(n.volumes, mount);
+      if (v) {
+        return refuse(
+          `it is a mount of ${JSON.stringify(mount.root)} on ${mount.devno}, which lies inside the volume mounted at ${JSON.stringify(v.mountPoint)} (${v.devno}, root ${JSON.stringify(v.root)})`,
+        );
+      }
+    }
+    return true;
+  }
+
+  async #readNesting(pass: Pass): Promise<Nesting> {
+    const mounts = await this.#mountTable(pass);
+    if (!mounts) throw new Error(`cannot read the mount table ${this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH}`);
+    const realDirs = new Map<string, string>();
+    for (const [name, c] of Object.entries(this.#env.config.storageClassMap)) {
+      if (!c) continue;
+      realDirs.set(name, await realpath(c.mountDir).catch(() => c.mountDir));
+    }
+    const volumes = discoveredVolumes(mounts, [...realDirs.values()]);
+    const untrusted = new Map<string, string>();
+    for (const [name, dir] of realDirs) {
+      const others = [...realDirs].filter(([n]) => n !== name).map(([, d]) => d);
+      const why = discoveryDirProblem(mounts, volumes, dir, others);
+      if (why !== undefined) untrusted.set(name, why);
+    }
+    return { mounts, volumes, realDirs, untrusted };
+  }
+
+  /** Issue 17, 4: a block device in use (or of size 0) gets no PV; one Warning per device and reason. */
+  async #blockFree(pass: Pass, key: string, e: Entry, size: bigint): Promise<boolean> {
+    const what = `not creating a PV for block device ${JSON.stringify(e.filePath)} (class ${JSON.stringify(e.className)}, host path ${JSON.stringify(e.hostPath)})`;
+    try {
+      pass.blockFacts ??= this.#mountTable(pass).then((mounts) => {
+        if (!mounts) throw new Error(`cannot read the mount table ${this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH}`);
+        return readBlockHostFacts(mounts, this.#o.blockUsage);
+      });
+      const busy = await blockDeviceUsage(e.filePath, size, await pass.blockFacts, {
+        sysRoot: this.#o.sysRoot,
+        heldExclusively: this.#o.blockUsage?.heldExclusively,
+      });
+      for (const b of busy) this.#problem(pass, `${key}\0busy\0${b.reason}`, 'warning', REASON_BLOCK_IN_USE, `${what}: it is in use (${b.reason}): ${b.detail}`, undefined, e.pvName);
+      return busy.length === 0;
+    } catch (err) {
+      this.#problem(pass, `${key}\0busy`, 'error', REASON_BLOCK_IN_USE, `${what}: cannot tell whether it is in use: ${describeFsError(err)}`, undefined, e.pvName);
+      return false;
+    }
   }
 
   /** Checks the entry can back a PV of the class's mode and measures it; undefined when it cannot. */
@@ -351,6 +476,8 @@ export class Discoverer {
       const last = this.#createErrors.get(e.pvName);
       // A previous AlreadyExists is not an error: the PV exists, the cache has not (or will not) pick it up.
       if (last !== undefined) this.#noteProblem(pass, key, 'error', last);
+      const taken = this.#createWarnings.get(e.pvName);
+      if (taken !== undefined) this.#noteProblem(pass, taken.key, 'warning', taken.msg);
       return;
     }
     const pv = buildLocalPV({
@@ -378,10 +505,7 @@ export class Discoverer {
       const delay = this.#createBackoff.failure(e.pvName);
       if (isAlreadyExists(err)) {
         this.#createErrors.delete(e.pvName);
-        this.#log.info(
-          { pv: e.pvName, retryInMs: delay },
-          `PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)} already exists; waiting for the cache to catch up`,
-        );
+        await this.#alreadyExists(pass, key, e, delay);
         return;
       }
       const msg = `error creating PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}: ${errorMessage(err)}`;
@@ -391,11 +515,60 @@ export class Discoverer {
     }
     this.#createBackoff.forget(e.pvName);
     this.#createErrors.delete(e.pvName);
+    this.#createWarnings.delete(e.pvName);
     this.#o.pvCache.noteCreated(created);
     this.#log.info({ pv: e.pvName }, `Created PV ${JSON.stringify(e.pvName)} for volume at ${JSON.stringify(e.hostPath)}`);
     pass.created.push(e.pvName);
     this.#env.metrics.discoveryTotal.inc({ mode: e.cls.volumeMode });
     this.#env.metrics.discoveryDuration.observe({ mode: e.cls.volumeMode }, Math.max(0, this.#now() - e.start) / 1000);
+  }
+
+  /**
+   * Issue 17, 5: a create answered AlreadyExists for a PV the cache does not hold. Read it: if it is
+   * ours (provisioned by this node, same path), it is only invisible (--pv-node-label: labelled for
+   * another node) or not delivered yet: re-label it to this node if needed and note it, so no create
+   * is sent again. Otherwise the name is taken: a Warning that names the conflict, and the create is
+   * retried only after the backoff (10 s doubling to 5 min).
+   */
+  async #alreadyExists(pass: Pass, key: string, e: Entry, delay: number): Promise<void> {
+    const name = JSON.stringify(e.pvName);
+    let pv: V1PersistentVolume;
+    try {
+      pv = await this.#env.kube.getPersistentVolume(e.pvName);
+    } catch (err) {
+      const why = isNotFound(err) ? 'it was deleted meanwhile' : `reading it failed: ${errorMessage(err)}`;
+      this.#log.info({ pv: e.pvName, retryInMs: delay }, `PV ${name} for volume at ${JSON.stringify(e.hostPath)} already exists; ${why}; retrying later`);
+      return;
+    }
+    const want = this.#o.extraLabels?.[PV_NODE_LABEL];
+    const have = pv.metadata?.labels?.[PV_NODE_LABEL];
+    const labelText = have === undefined ? `no ${PV_NODE_LABEL} label` : `label ${PV_NODE_LABEL}=${have}`;
+    const ours = pvOnThisNode(pv, this.#env.nodeId) && pv.spec?.local?.path === e.hostPath;
+    if (!ours) {
+      const msg = takenMessage(pv, e.pvName, e.hostPath, labelText);
+      this.#createWarnings.set(e.pvName, { key: `${key}\0taken`, msg });
+      this.#problem(pass, `${key}\0taken`, 'warning', REASON_PV_NAME_TAKEN, msg, undefined, e.pvName);
+      return;
+    }
+    if (want !== undefined && have !== want) {
+      try {
+        pv = await this.#env.kube.patchPersistentVolume(e.pvName, { metadata: { labels: { [PV_NODE_LABEL]: want } } });
+        this.#log.warn({ pv: e.pvName, label: PV_NODE_LABEL }, `PV ${name} of this node carried ${labelText}, which hid it from this node; labelled it ${PV_NODE_LABEL}=${want} again`);
+      } catch (err) {
+        const hint = isForbidden(err) ? ' (grant patch on persistentvolumes: deployment component pv-node-label)' : '';
+        const msg =
+          `PV ${name} of this node for volume at ${JSON.stringify(e.hostPath)} carries ${labelText}, so this node does not see it (a release is not cleaned); ` +
+          `relabelling it ${PV_NODE_LABEL}=${want} failed: ${errorMessage(err)}${hint}`;
+        this.#createWarnings.set(e.pvName, { key: `${key}\0taken`, msg });
+        this.#problem(pass, `${key}\0taken`, 'warning', REASON_PV_NAME_TAKEN, msg, undefined, e.pvName);
+        return;
+      }
+    }
+    // Ours and visible (now): the informer delivers it; until then the note keeps the next passes from creating it.
+    this.#createBackoff.forget(e.pvName);
+    this.#createWarnings.delete(e.pvName);
+    this.#o.pvCache.noteCreated(pv);
+    this.#log.info({ pv: e.pvName }, `PV ${name} for volume at ${JSON.stringify(e.hostPath)} already exists and is this node's; not creating it again`);
   }
 
   /** The mount table with propagation tags, read at most once per pass; undefined when it cannot be read. */
@@ -444,7 +617,16 @@ export class Discoverer {
     for (const key of [...this.#reported.keys()]) if (!pass.problems.has(key)) this.#reported.delete(key);
     this.#createBackoff.retain((name) => pass.seen.has(name) && !this.#o.pvCache.get(name));
     for (const name of [...this.#createErrors.keys()]) if (!pass.seen.has(name)) this.#createErrors.delete(name);
+    for (const name of [...this.#createWarnings.keys()]) if (!pass.seen.has(name) || this.#o.pvCache.get(name)) this.#createWarnings.delete(name);
   }
+}
+
+function takenMessage(pv: V1PersistentVolume, pvName: string, hostPath: string, labelText: string): string {
+  const by = pv.metadata?.annotations?.[ANN_PROVISIONED_BY] ?? '';
+  return (
+    `PV name ${JSON.stringify(pvName)} for volume at ${JSON.stringify(hostPath)} is taken by a PV this node did not make for that volume ` +
+    `(provisioned-by ${JSON.stringify(by)}, path ${JSON.stringify(pv.spec?.local?.path ?? '')}, ${labelText}); no PV is created for the volume until that PV is deleted`
+  );
 }
 
 function result(pass: Pass): DiscoveryResult {

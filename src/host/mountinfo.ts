@@ -123,16 +123,29 @@ export interface MountPropagation {
   /** The mount point, escapes decoded (UTF-8). */
   readonly mountPoint: string;
   readonly fsType: string;
+  /** MAJ:MIN of the mounted filesystem ("" when malformed). */
+  readonly devno: string;
+  /** The directory of that filesystem mounted here ("/" for a whole filesystem; a bind mount's source directory). */
+  readonly root: string;
+  /** The mount source (e.g. "/dev/sda1", "tmpfs"), escapes decoded. */
+  readonly source: string;
   /** The optional fields: "shared:N" (peer group), "master:N" (receives from N), "propagate_from:N", "unbindable". Empty: private. */
   readonly tags: readonly string[];
 }
 
-/** Parses mountinfo text into mount point, filesystem type and propagation tags; malformed lines are skipped. */
+/** Parses mountinfo text into mount point, filesystem type, propagation tags, MAJ:MIN, root and source; malformed lines are skipped. */
 export function parseMountPropagation(text: string): MountPropagation[] {
   const out: MountPropagation[] = [];
   eachLine(text, (f) => {
     const sep = f.indexOf('-', 6);
-    out.push({ mountPoint: unescapeMountPath(f[4] as string), fsType: f[sep + 1] ?? '', tags: f.slice(6, sep) });
+    out.push({
+      mountPoint: unescapeMountPath(f[4] as string),
+      fsType: f[sep + 1] ?? '',
+      tags: f.slice(6, sep),
+      devno: DEVNO.test(f[2] ?? '') ? (f[2] as string) : '',
+      root: unescapeMountPath(f[3] ?? ''),
+      source: unescapeMountPath(f[sep + 2] ?? ''),
+    });
     return true;
   });
   return out;

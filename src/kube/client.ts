@@ -385,6 +385,9 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
     createPersistentVolume: (pv: V1PersistentVolume): Promise<V1PersistentVolume> =>
       call('create', 'persistentvolumes', () => core.createPersistentVolumeWithHttpInfo({ body: pv }, callOpts())),
 
+    getPersistentVolume: (name: string): Promise<V1PersistentVolume> =>
+      call('get', 'persistentvolumes', () => core.readPersistentVolumeWithHttpInfo({ name }, callOpts())),
+
     async deletePersistentVolume(name: string, d?: DeleteOptions): Promise<void> {
       await call('delete', 'persistentvolumes', () => core.deletePersistentVolumeWithHttpInfo(deleteRequest({ name }, d), callOpts()));
     },

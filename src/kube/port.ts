@@ -114,6 +114,8 @@ export interface KubePort {
   replaceNode(node: V1Node): Promise<V1Node>;
 
   createPersistentVolume(pv: V1PersistentVolume): Promise<V1PersistentVolume>;
+  /** Reads one PV (discovery, after a create answered AlreadyExists for a PV its informer does not see). */
+  getPersistentVolume(name: string): Promise<V1PersistentVolume>;
   deletePersistentVolume(name: string, opts?: DeleteOptions): Promise<void>;
   /** Merge-patches a PV (used to add the node label of --pv-node-label to adopted PVs). */
   patchPersistentVolume(name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume>;

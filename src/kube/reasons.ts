@@ -7,6 +7,12 @@
 export const REASON_STORAGE_CLASS = 'StorageClassMissing';
 export const REASON_NOT_DISCOVERED = 'VolumeNotDiscovered';
 export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
+/** An entry inside another volume, or a symlink a tenant could have written / pointing into a volume (issue 17, 3b). */
+export const REASON_DISCOVERY_REFUSED = 'VolumeDiscoveryRefused';
+/** A block device that is mounted, held, swap, the device of / or the kubelet root, opened O_EXCL, or 0 bytes (issue 17, 4). */
+export const REASON_BLOCK_IN_USE = 'BlockDeviceInUse';
+/** The PV name of a volume is taken by a PV this node does not see (labelled for another node) or did not make. */
+export const REASON_PV_NAME_TAKEN = 'PVNameTaken';
 
 // Deleter and cleanup Jobs (on the PV; CleanupJobsForbidden on the Pod and Node).
 export const REASON_FAILED_DELETE = 'VolumeFailedDelete';
@@ -31,6 +37,9 @@ export const EVENT_REASONS: readonly string[] = [
   REASON_STORAGE_CLASS,
   REASON_NOT_DISCOVERED,
   REASON_DISCOVERY_FAILED,
+  REASON_DISCOVERY_REFUSED,
+  REASON_BLOCK_IN_USE,
+  REASON_PV_NAME_TAKEN,
   REASON_FAILED_DELETE,
   REASON_DELETE,
   REASON_UNSUPPORTED_POLICY,

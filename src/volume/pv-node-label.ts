@@ -94,7 +94,17 @@ export class PVNodeLabeler {
     this.#kube = kube;
     this.#id = nodeIdOf(node);
     this.#log = logger;
-    this.#off = informer.on({ add: (pv) => this.#check(pv), update: (_old, pv) => this.#check(pv) });
+    // A delete whose object is labelled for another node is our PV leaving our view (someone changed the
+    // label; the union informer sends delete then, issue 17 point 5): label it back at once, so its release
+    // is still seen and cleaned. A real delete keeps our label and is ignored.
+    this.#off = informer.on({
+      add: (pv) => this.#check(pv),
+      update: (_old, pv) => this.#check(pv),
+      delete: (pv) => {
+        const v = pv.metadata?.labels?.[PV_NODE_LABEL];
+        if (v !== undefined && v !== this.#id.name) this.#check(pv);
+      },
+    });
   }
 
   /** Resolves when no patch is in flight. */
@@ -111,14 +121,17 @@ export class PVNodeLabeler {
     const name = pv.metadata?.name;
     if (name === undefined || this.#inFlight.has(name)) return;
     if (pv.metadata?.labels?.[PV_NODE_LABEL] === this.#id.name || !pvOnThisNode(pv, this.#id)) return;
-    const p = this.#label(name).finally(() => this.#inFlight.delete(name));
+    const p = this.#label(name, pv.metadata?.labels?.[PV_NODE_LABEL]).finally(() => this.#inFlight.delete(name));
     this.#inFlight.set(name, p);
   }
 
-  async #label(name: string): Promise<void> {
+  async #label(name: string, from: string | undefined): Promise<void> {
     try {
       await this.#kube.patchPersistentVolume(name, { metadata: { labels: pvNodeLabels(true, this.#id.name) } });
-      this.#log.info({ pv: name, label: PV_NODE_LABEL }, `labelled pv ${JSON.stringify(name)} ${PV_NODE_LABEL}=${this.#id.name} (--pv-node-label)`);
+      const was = from === undefined ? '' : ` (it was labelled ${PV_NODE_LABEL}=${from}, which hid it from this node)`;
+      const line = `labelled pv ${JSON.stringify(name)} ${PV_NODE_LABEL}=${this.#id.name} (--pv-node-label)${was}`;
+      if (from === undefined) this.#log.info({ pv: name, label: PV_NODE_LABEL }, line);
+      else this.#log.warn({ pv: name, label: PV_NODE_LABEL }, line);
     } catch (err) {
       if (isNotFound(err)) return;
       const key = `${name}\0${isForbidden(err) ? 'forbidden' : 'other'}`;

@@ -1,6 +1,8 @@
 import { testConfig } from '../support/config.ts';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import fc from 'fast-check';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Node, V1PersistentVolume, V1StorageClass } from '@kubernetes/client-node';
@@ -21,6 +23,7 @@ import { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { splitEnv, testCacheEnv, testEnv } from '../support/env.ts';
 import type { GenerationEnv } from '../../src/volume/env.ts';
+import type { PVIndex } from '../../src/volume/pv-index.ts';
 
 /** Every path src/ passes to fs/promises stat (the mode check of discovery). */
 const statCalls = vi.hoisted(() => [] as string[]);
@@ -233,7 +236,9 @@ describe('Discoverer', () => {
 
   it('stats no directory entry, in the first pass or later ones; a symlink is still followed (issue 12)', async () => {
     const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2', 'mount3');
-    await symlink(paths[0]!, join(root, 'sc1', 'link1'));
+    // The target lies outside every volume (a link into mount1 would be refused: issue 17, 3b).
+    const [target] = await dirs(root, 'elsewhere');
+    await symlink(target!, join(root, 'sc1', 'link1'));
     await mounts(...paths, join(root, 'sc1', 'link1'));
     const d = discoverer(config({ sc1: cls('sc1') }));
     statCalls.length = 0;
@@ -545,7 +550,7 @@ describe('Discoverer', () => {
     expect(kube.count('create', 'persistentvolumes')).toBe(2);
   });
 
-  it('AlreadyExists (a PV of that name not in our cache) is skipped quietly and not re-sent every pass', async () => {
+  it('AlreadyExists for a PV that is not ours: one Warning naming the conflict, not re-sent every pass', async () => {
     const [a] = await dirs(join(root, 'sc1'), 'mount1');
     await mounts(a!);
     const name = generatePVName('mount1', 'test-node', 'sc1');
@@ -556,7 +561,58 @@ describe('Discoverer', () => {
     expect(kube.count('create', 'persistentvolumes')).toBe(1);
     await d.discover();
     expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    expect(events.events).toEqual([
+      expect.objectContaining({
+        type: 'Warning',
+        reason: 'PVNameTaken',
+        message: expect.stringContaining(`PV name "${name}" for volume at "/mnt/host/sc1/mount1" is taken by a PV this node did not make for that volume (provisioned-by "someone-else"`),
+      }),
+    ]);
+    expect(r.warnings).toHaveLength(1);
+  });
+
+  /** mount1 of sc1 with its PV (ours, same path) already made, labelled for another node. */
+  async function ourPVLabelledElsewhere(): Promise<string> {
+    const [a] = await dirs(join(root, 'sc1'), 'mount1');
+    await mounts(a!);
+    const name = generatePVName('mount1', 'test-node', 'sc1');
+    kube.put('persistentvolumes', {
+      metadata: { name, labels: { 'local-static-provisioner/node': 'elsewhere' }, annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
+      spec: { local: { path: '/mnt/host/sc1/mount1' }, storageClassName: 'sc1' },
+    });
+    return name;
+  }
+
+  it('issue 17, 5: AlreadyExists for our own PV labelled for another node (--pv-node-label): GET, relabel to this node, no create again', async () => {
+    const name = await ourPVLabelledElsewhere();
+    // The labelled informer does not see it: a cache over a silent informer.
+    const hidden = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer });
+    const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: hidden, extraLabels: { 'local-static-provisioner/node': 'test-node' } });
+    const r = await d.discover();
+    expect(r).toMatchObject({ ready: true, created: [], errors: [], warnings: [] });
+    expect(kube.object('persistentvolumes', name)?.metadata?.labels).toEqual({ 'local-static-provisioner/node': 'test-node' });
+    expect(kube.requests.filter((q) => q.name === name).map((q) => q.verb)).toEqual(['create', 'get', 'patch']);
+    now += 60 * 60_000; // long after any backoff
+    await d.discover();
+    await d.discover();
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
     expect(events.events).toEqual([]);
+  });
+
+  it('issue 17, 5: our PV labelled elsewhere whose relabel is forbidden: a Warning naming the label and the fix, create retried only after the backoff', async () => {
+    const name = await ourPVLabelledElsewhere();
+    kube.failNext('patch', 'persistentvolumes', new KubeError(403, 'Forbidden', 'forbidden'));
+    const hidden = new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer });
+    const d = discoverer(config({ sc1: cls('sc1') }), { pvCache: hidden, extraLabels: { 'local-static-provisioner/node': 'test-node' }, createBackoff: { initialMs: 10_000, maxMs: 60_000, jitter: 0 } });
+    const r = await d.discover();
+    expect(r.warnings).toEqual([
+      `PV "${name}" of this node for volume at "/mnt/host/sc1/mount1" carries label local-static-provisioner/node=elsewhere, so this node does not see it (a release is not cleaned); relabelling it local-static-provisioner/node=test-node failed: forbidden (grant patch on persistentvolumes: deployment component pv-node-label)`,
+    ]);
+    expect(events.events.map((e) => e.reason)).toEqual(['PVNameTaken']);
+    now += 5_000;
+    expect((await d.discover()).warnings).toHaveLength(1);
+    expect(kube.count('create', 'persistentvolumes')).toBe(1);
+    expect(events.events).toHaveLength(1);
   });
 
   it('a directory under a Block class is an error, once as an Event', async () => {
@@ -605,7 +661,8 @@ describe('Discoverer', () => {
         { blk: cls('blk', { volumeMode: 'Block' }), fsblk: cls('fsblk', { fsType: 'ext4' }) },
         { useJobForCleaning: true },
       ),
-      { sysRoot: sys },
+      // The real device may be in use by another test on this host: its O_EXCL probe is stubbed here (see the in-use tests).
+      { sysRoot: sys, blockUsage: { heldExclusively: () => Promise.resolve(false) } },
     );
     const r = await d.discover();
     expect(r).toMatchObject({ ready: true, errors: [] });
@@ -682,6 +739,268 @@ describe('Discoverer', () => {
     expect(a).toBeDefined();
     const r = await discoverer(config({ sc1: cls('sc1') }), { mountInfoPath: join(root, 'no-mountinfo') }).discover();
     expect(r.ready).toBe(false);
-    expect(r.errors[0]).toMatch(/^error retrieving mountpoints: open .*no-mountinfo: no such file or directory$/);
+    expect(r.errors[0]).toMatch(/cannot read the mount table .*no-mountinfo/);
   });
+});
+
+// Issue 17, point 3(b): nothing inside another volume, no symlink a tenant could have written.
+describe('Discoverer: entries inside a volume (issue 17, 3b)', () => {
+  /** A mountinfo line: id, MAJ:MIN, root of the mount, mount point. */
+  const line = (id: number, devno: string, mroot: string, point: string, fs = 'tmpfs', src = 'tmpfs'): string =>
+    `${id} 22 ${devno} ${mroot} ${point.replace(/ /g, '\\040')} rw,relatime - ${fs} ${src} rw`;
+  const table = async (...lines: string[]): Promise<void> => {
+    await writeFile(mountinfo, `${['22 1 8:1 / / rw - ext4 /dev/sda1 rw', ...lines].join('\n')}\n`);
+  };
+  const refusals = () => events.events.filter((e) => e.reason === 'VolumeDiscoveryRefused');
+
+  beforeEach(() => {
+    classes.m.set('a', sc('a'));
+    classes.m.set('b', sc('b'));
+  });
+
+  it("nested classes (validation bypassed): class b's mountDir inside a's volume vol1; b's mount and a tenant's symlink get no PV, a Warning each", async () => {
+    const vol1 = join(root, 'a', 'vol1');
+    const [sub] = await dirs(vol1, 'sub');
+    await mkdir(join(root, 'outside'));
+    await symlink(join(root, 'outside'), join(vol1, 'evil')); // what `ln -s /dev/<disk> evil` in the volume does
+    await table(line(100, '0:50', '/', vol1), line(101, '0:51', '/', sub!), line(102, '8:1', '/outside', join(vol1, 'evil')));
+    const cfg = config({ a: cls('a'), b: cls('b', { hostDir: '/mnt/host/a/vol1', mountDir: vol1 }) });
+    const d = discoverer(cfg);
+    const r = await d.discover();
+    expect(r.created).toEqual([generatePVName('vol1', 'test-node', 'a')]);
+    expect(pvs().map((p) => p.spec?.local?.path)).toEqual(['/mnt/host/a/vol1']);
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${join(vol1, 'evil')}" (class "b", host path "/mnt/host/a/vol1/evil"): its discovery dir (mountDir "${vol1}") is not trusted: it lies inside the mountDir "${join(root, 'a')}" of another class, where tenants' volumes live`,
+      `not creating a PV for "${sub!}" (class "b", host path "/mnt/host/a/vol1/sub"): its discovery dir (mountDir "${vol1}") is not trusted: it lies inside the mountDir "${join(root, 'a')}" of another class, where tenants' volumes live`,
+    ]);
+    expect(r.ready).toBe(true);
+    // Rate-limited like the other discovery problems: once per appearance.
+    await d.discover();
+    expect(refusals()).toHaveLength(2);
+  });
+
+  it("a bind mount puts class b's discovery dir inside a's volume (no path says so): b's entries get no PV", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const bdir = join(root, 'b');
+    const [x] = await dirs(bdir, 'x');
+    await mkdir(join(root, 'outside'));
+    await symlink(join(root, 'outside'), join(bdir, 'evil'));
+    // <root>/b is a bind mount of vol1/sub (same tmpfs 0:50, root /sub); x is a tmpfs mounted there.
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/sub', bdir), line(102, '0:60', '/', x!), line(103, '8:1', '/outside', join(bdir, 'evil')));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created).toEqual([generatePVName('vol1', 'test-node', 'a')]);
+    expect(refusals()).toHaveLength(2);
+    for (const e of refusals()) expect(e.message).toContain(`is not trusted: it lies inside the volume mounted at "${vol1!}" (same filesystem 0:50, under its root "/")`);
+  });
+
+  it("a symlink whose target lies inside another class's volume gets no PV; a link elsewhere does", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const [inner] = await dirs(vol1!, 'inner');
+    await mkdir(join(root, 'b'));
+    const [ok] = await dirs(root, 'ok');
+    await symlink(inner!, join(root, 'b', 'into-vol1'));
+    await symlink(ok!, join(root, 'b', 'fine'));
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/inner', join(root, 'b', 'into-vol1')), line(102, '8:1', '/ok', join(root, 'b', 'fine')));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created.sort()).toEqual([generatePVName('vol1', 'test-node', 'a'), generatePVName('fine', 'test-node', 'b')].sort());
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${join(root, 'b', 'into-vol1')}" (class "b", host path "/mnt/host/b/into-vol1"): it is a symlink to "${inner!}", which lies inside the volume mounted at "${vol1!}"`,
+    ]);
+  });
+
+  it("a mount of a directory inside another volume (bind of a/vol1/sub as b/y) gets no PV; bind mounts of one disk's directories (the upstream pattern) do", async () => {
+    const [vol1] = await dirs(join(root, 'a'), 'vol1');
+    const [y, d1, d2] = await dirs(join(root, 'b'), 'y', 'disk1', 'disk2');
+    // disk1/disk2: bind mounts of /data/disk1, /data/disk2 of the root filesystem (8:1), like the discovery dirs themselves.
+    await table(line(100, '0:50', '/', vol1!), line(101, '0:50', '/sub', y!), line(102, '8:1', '/data/disk1', d1!, 'ext4', '/dev/sda1'), line(103, '8:1', '/data/disk2', d2!, 'ext4', '/dev/sda1'));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b') })).discover();
+    expect(r.created.sort()).toEqual(
+      [generatePVName('vol1', 'test-node', 'a'), generatePVName('disk1', 'test-node', 'b'), generatePVName('disk2', 'test-node', 'b')].sort(),
+    );
+    expect(refusals().map((e) => e.message)).toEqual([
+      `not creating a PV for "${y!}" (class "b", host path "/mnt/host/b/y"): it is a mount of "/sub" on 0:50, which lies inside the volume mounted at "${vol1!}" (0:50, root "/")`,
+    ]);
+  });
+
+  it('the upstream recipe (`mount --bind /mnt/disks/volN /mnt/disks/volN` on one disk) is not nested: every volume gets its PV', async () => {
+    const paths = await dirs(join(root, 'a'), 'vol1', 'vol2', 'vol3');
+    await table(...paths.map((p, i) => line(100 + i, '8:1', p, p, 'ext4', '/dev/sda1')));
+    const r = await discoverer(config({ a: cls('a') })).discover();
+    expect(r.created.sort()).toEqual(['vol1', 'vol2', 'vol3'].map((v) => generatePVName(v, 'test-node', 'a')).sort());
+    expect(refusals()).toEqual([]);
+  });
+
+  it('--dry-run-style result: a refused entry is listed with its reason among the warnings', async () => {
+    const vol1 = join(root, 'a', 'vol1');
+    const [sub] = await dirs(vol1, 'sub');
+    await table(line(100, '0:50', '/', vol1), line(101, '0:51', '/', sub!));
+    const r = await discoverer(config({ a: cls('a'), b: cls('b', { mountDir: vol1 }) })).discover();
+    expect(r.warnings.some((w) => w.startsWith(`not creating a PV for "${sub!}"`) && w.includes('is not trusted'))).toBe(true);
+  });
+});
+
+// Issue 17, point 4: a block device in use gets no PV. Real device nodes (mknod) with made-up numbers, a
+// sysfs tree laid out as the kernel's (dev/block/<MAJ:MIN> -> devices/.../<disk>[/<partition>]).
+describe.skipIf(process.getuid?.() !== 0)('Discoverer: block devices in use (issue 17, 4)', () => {
+  const MAJOR = 250;
+  interface FakeDev {
+    minor: number;
+    size?: number;
+    holders?: string[];
+    parts?: Array<{ name: string; minor: number; holders?: string[] }>;
+  }
+  let excl: Set<string>;
+
+  async function fakeDisk(name: string, d: FakeDev): Promise<string> {
+    const sys = join(root, 'sys');
+    const write = async (dir: string, minor: number, holders: string[] = [], partition = false): Promise<void> => {
+      await mkdir(join(dir, 'holders'), { recursive: true });
+      await writeFile(join(dir, 'dev'), `${MAJOR}:${minor}\n`);
+      await writeFile(join(dir, 'size'), `${d.size ?? 2048}\n`);
+      if (partition) await writeFile(join(dir, 'partition'), '1\n');
+      for (const h of holders) await mkdir(join(dir, 'holders', h));
+      await mkdir(join(sys, 'dev', 'block'), { recursive: true });
+      await symlink(dir, join(sys, 'dev', 'block', `${MAJOR}:${minor}`));
+    };
+    const dir = join(sys, 'devices', 'virtual', 'block', name);
+    await write(dir, d.minor, d.holders);
+    for (const p of d.parts ?? []) await write(join(dir, p.name), p.minor, p.holders, true);
+    await mkdir(join(root, 'nodes'), { recursive: true });
+    const node = join(root, 'nodes', name);
+    execFileSync('mknod', [node, 'b', String(MAJOR), String(d.minor)]);
+    for (const p of d.parts ?? []) execFileSync('mknod', [join(root, 'nodes', p.name), 'b', String(MAJOR), String(p.minor)]);
+    return node;
+  }
+  /** The entry: blk/<entry> -> by-id/<entry> -> nodes/<dev> (what users of the Go provisioner do with /dev/disk/by-id). */
+  async function entry(name: string, target: string): Promise<void> {
+    await mkdir(join(root, 'by-id'), { recursive: true });
+    await mkdir(join(root, 'blk'), { recursive: true });
+    await symlink(target, join(root, 'by-id', `ata-${name}`));
+    await symlink(join(root, 'by-id', `ata-${name}`), join(root, 'blk', name));
+  }
+  const blockDiscoverer = (pvCache: PVIndex = cache) =>
+    discoverer(config({ blk: cls('blk', { volumeMode: 'Block' }) }), {
+      pvCache,
+      sysRoot: join(root, 'sys'),
+      blockUsage: {
+        swapsPath: join(root, 'swaps'),
+        kubeletRoot: '/var/lib/kubelet',
+        heldExclusively: (p) =>
+          realpath(p).then((r) => {
+            if (r.endsWith('/nd11')) throw Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' });
+            return excl.has(r);
+          }),
+      },
+    });
+  const inUse = () => events.events.filter((e) => e.reason === 'BlockDeviceInUse');
+
+  beforeEach(async () => {
+    excl = new Set();
+    classes.m.set('blk', sc('blk'));
+    await writeFile(join(root, 'swaps'), 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n');
+  });
+
+  it('mounted, partition mounted, holders, partition holders, swap, / and kubelet root, O_EXCL, 0 bytes: no PV, one Warning per device and reason; a free by-id device gets its PV', async () => {
+    await entry('free', await fakeDisk('fd0', { minor: 0, parts: [{ name: 'fd0p1', minor: 1 }] }));
+    await entry('mounted', await fakeDisk('md1', { minor: 10 }));
+    await entry('part-mounted', await fakeDisk('md2', { minor: 20, parts: [{ name: 'md2p1', minor: 21 }] }));
+    await entry('holders', await fakeDisk('hd3', { minor: 30, holders: ['dm-0'] }));
+    await entry('part-holders', await fakeDisk('hd4', { minor: 40, parts: [{ name: 'hd4p1', minor: 41, holders: ['md127'] }] }));
+    await entry('swap', await fakeDisk('zram5', { minor: 50 }));
+    await entry('root', await fakeDisk('rd6', { minor: 60, parts: [{ name: 'rd6p1', minor: 61 }] }));
+    await entry('kubelet', await fakeDisk('kd7', { minor: 70 }));
+    await entry('excl', await fakeDisk('xd8', { minor: 80 }));
+    await entry('empty', await fakeDisk('loop9', { minor: 90, size: 0 }));
+    await fakeDisk('pd10', { minor: 100, holders: ['dm-3'], parts: [{ name: 'pd10p1', minor: 101 }] });
+    await entry('part-of-held', join(root, 'nodes', 'pd10p1'));
+    await entry('no-open', await fakeDisk('nd11', { minor: 110 }));
+    excl.add(join(root, 'nodes', 'xd8'));
+    await writeFile(join(root, 'swaps'), 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/zram5                              partition\t8388604\t\t0\t\t100\n');
+    await writeFile(
+      mountinfo,
+      [
+        '22 1 8:1 / / rw - ext4 /dev/sda1 rw',
+        `23 22 ${MAJOR}:61 / / rw - ext4 /dev/rd6p1 rw`,
+        `30 23 ${MAJOR}:10 / /mnt/x rw - ext4 /dev/md1 rw`,
+        `31 23 ${MAJOR}:21 / /mnt/y rw - xfs /dev/md2p1 rw`,
+        `32 23 ${MAJOR}:70 / /var/lib/kubelet rw - ext4 /dev/kd7 rw`,
+        '',
+      ].join('\n'),
+    );
+    const d = blockDiscoverer();
+    const r = await d.discover();
+    expect(r.created).toEqual([generatePVName('free', 'test-node', 'blk')]);
+    expect(r.ready).toBe(true);
+    const got = inUse().map((e) => e.message.replace(/^not creating a PV for block device "[^"]*\/blk\/([^"]+)" \(class "blk", host path "[^"]+"\): it is in use /, '$1 '));
+    expect(got.sort()).toEqual(
+      [
+        'empty (empty): device 250:90 has size 0 (an unattached loop device or an empty device)',
+        'excl (exclusive-open): device 250:80 is opened exclusively (O_EXCL) by another process',
+        'no-open (exclusive-open): device 250:110 could not be opened to check for an exclusive holder (permission denied)',
+        'holders (holders): device 250:30 (hd3) is held by dm-0 (/sys/class/block/hd3/holders)',
+        'kubelet (kubelet-device): device 250:70 (kd7) holds "/var/lib/kubelet"',
+        'kubelet (mounted): device 250:70 (kd7) is mounted at "/var/lib/kubelet"',
+        'mounted (mounted): device 250:10 (md1) is mounted at "/mnt/x"',
+        'part-holders (holders): its partition 250:41 (hd4p1) is held by md127 (/sys/class/block/hd4p1/holders)',
+        'part-mounted (mounted): its partition 250:21 (md2p1) is mounted at "/mnt/y"',
+        'part-of-held (holders): its whole disk 250:100 (pd10) is held by dm-3 (/sys/class/block/pd10/holders)',
+        'root (mounted): its partition 250:61 (rd6p1) is mounted at "/"',
+        'root (root-device): its partition 250:61 (rd6p1) holds "/"',
+        'swap (swap): device 250:50 (zram5) is active swap',
+      ].sort(),
+    );
+    expect(inUse().every((e) => e.type === 'Warning' && e.ref.kind === 'Node')).toBe(true);
+    // Rate-limited: nothing new on the next pass, no create either.
+    const creates = kube.count('create', 'persistentvolumes');
+    await d.discover();
+    expect(inUse()).toHaveLength(13);
+    expect(kube.count('create', 'persistentvolumes')).toBe(creates);
+    // Freed (unmounted): the PV comes on the next pass.
+    await writeFile(mountinfo, '22 1 8:1 / / rw - ext4 /dev/sda1 rw\n');
+    expect((await d.discover()).created).toContain(generatePVName('mounted', 'test-node', 'blk'));
+  });
+
+  it('property: a device with any of mounted / partition mounted / holders / partition holders / swap / O_EXCL / size 0 is never given a PV; a free one always is', async () => {
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          mounted: fc.boolean(),
+          partMounted: fc.boolean(),
+          holders: fc.boolean(),
+          partHolders: fc.boolean(),
+          swap: fc.boolean(),
+          excl: fc.boolean(),
+          empty: fc.boolean(),
+          partition: fc.boolean(),
+        }),
+        async (s) => {
+          const i = n++;
+          const name = `gd${i}`;
+          const minor = 1000 + i * 2;
+          const node = await fakeDisk(name, {
+            minor,
+            size: s.empty ? 0 : 4096,
+            holders: s.holders ? ['dm-9'] : [],
+            parts: s.partition ? [{ name: `${name}p1`, minor: minor + 1, holders: s.partHolders ? ['md9'] : [] }] : [],
+          });
+          const e = `e${i}`;
+          await rm(join(root, 'blk'), { recursive: true, force: true });
+          await entry(e, node);
+          excl = new Set(s.excl ? [node] : []);
+          const lines = ['22 1 8:1 / / rw - ext4 /dev/sda1 rw'];
+          if (s.mounted) lines.push(`30 22 ${MAJOR}:${minor} / /mnt/m rw - ext4 /dev/x rw`);
+          if (s.partMounted && s.partition) lines.push(`31 22 ${MAJOR}:${minor + 1} / /mnt/p rw - ext4 /dev/y rw`);
+          await writeFile(mountinfo, `${lines.join('\n')}\n`);
+          await writeFile(join(root, 'swaps'), `Filename Type Size Used Priority\n${s.swap ? `/dev/${name} partition 100 0 -2\n` : ''}`);
+          kube = new FakeKube();
+          const r = await blockDiscoverer(new PVCache(testCacheEnv({ name: 'test-node', uid: 'node-uid-1' }), { informer: silentInformer })).discover();
+          const busy = s.mounted || (s.partition && (s.partMounted || s.partHolders)) || s.holders || s.swap || s.excl || s.empty;
+          expect(r.created).toEqual(busy ? [] : [generatePVName(e, 'test-node', 'blk')]);
+          expect(kube.count('create', 'persistentvolumes')).toBe(busy ? 0 : 1);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  }, 60_000);
 });

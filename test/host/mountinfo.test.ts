@@ -120,7 +120,7 @@ describe('readMountPoints', () => {
 });
 
 describe('parseMountPropagation', () => {
-  it('reads mount point, filesystem type and propagation tags (none: private)', () => {
+  it('reads mount point, filesystem type, propagation tags (none: private), MAJ:MIN, root and source', () => {
     const text = [
       '1 0 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/l',
       '2 1 8:1 /mnt/disks /mnt/disks rw,relatime master:1 - ext4 /dev/sda1 rw',
@@ -129,10 +129,10 @@ describe('parseMountPropagation', () => {
       'garbage',
     ].join('\n');
     expect(parseMountPropagation(text)).toEqual([
-      { mountPoint: '/', fsType: 'overlay', tags: [] },
-      { mountPoint: '/mnt/disks', fsType: 'ext4', tags: ['master:1'] },
-      { mountPoint: '/mnt/with space', fsType: 'xfs', tags: ['shared:4', 'master:2'] },
-      { mountPoint: '/mnt/private', fsType: 'ext4', tags: [] },
+      { mountPoint: '/', fsType: 'overlay', tags: [], devno: '0:50', root: '/', source: 'overlay' },
+      { mountPoint: '/mnt/disks', fsType: 'ext4', tags: ['master:1'], devno: '8:1', root: '/mnt/disks', source: '/dev/sda1' },
+      { mountPoint: '/mnt/with space', fsType: 'xfs', tags: ['shared:4', 'master:2'], devno: '8:1', root: '/x', source: '/dev/sdb' },
+      { mountPoint: '/mnt/private', fsType: 'ext4', tags: [], devno: '8:1', root: '/y', source: '/dev/sda1' },
     ]);
   });
 });

@@ -292,6 +292,10 @@ export class FakeKube implements KubePort {
     return this.#delete('persistentvolumes', undefined, name, opts);
   }
 
+  getPersistentVolume(name: string): Promise<V1PersistentVolume> {
+    return this.#call('get', 'persistentvolumes', undefined, name, () => clone(this.#must('persistentvolumes', name)) as V1PersistentVolume);
+  }
+
   patchPersistentVolume(name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> {
     return this.#call('patch', 'persistentvolumes', undefined, name, () => {
       const cur = clone(this.#must('persistentvolumes', name));

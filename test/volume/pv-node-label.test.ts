@@ -185,6 +185,28 @@ describe('PVNodeLabeler', () => {
     cache.close();
   });
 
+  it('issue 17, 5: our PV patched to label another node leaves our view: it is labelled back at once and comes back into the cache (a release stays visible)', async () => {
+    fake.put('persistentvolumes', pv('ours', { label: NODE }));
+    const inf = await startInformer(fake, true);
+    const cache = new PVCache(testCacheEnv({ name: NODE, uid: 'uid-a' }), { informer: inf });
+    const lines: string[] = [];
+    const labeler = new PVNodeLabeler(fake, node, inf, createLogger({ level: 'warn', format: 'json', write: (l) => lines.push(l) }));
+    started.push(labeler);
+    await expect.poll(() => cache.get('ours')).toBeDefined();
+    await fake.patchPersistentVolume('ours', { metadata: { labels: { [PV_NODE_LABEL]: 'elsewhere' } } });
+    await expect.poll(() => fake.object('persistentvolumes', 'ours')?.metadata?.labels?.[PV_NODE_LABEL]).toBe(NODE);
+    await labeler.idle();
+    await expect.poll(() => cache.get('ours')?.metadata?.labels?.[PV_NODE_LABEL]).toBe(NODE);
+    expect(lines.some((l) => l.includes(`labelled pv \\"ours\\" ${PV_NODE_LABEL}=${NODE}`) && l.includes(`it was labelled ${PV_NODE_LABEL}=elsewhere`))).toBe(true);
+    // A real delete (our label) is not patched.
+    const patches = fake.count('patch', 'persistentvolumes');
+    await fake.deletePersistentVolume('ours');
+    await expect.poll(() => cache.get('ours')).toBeUndefined();
+    await labeler.idle();
+    expect(fake.count('patch', 'persistentvolumes')).toBe(patches);
+    cache.close();
+  });
+
   it('a forbidden patch (no RBAC) is one warning naming the PV and the fix; the PV is still managed', async () => {
     fake.put('persistentvolumes', pv('ours-unlabelled'));
     fake.failNext('patch', 'persistentvolumes', new KubeError(403, 'Forbidden', 'persistentvolumes "ours-unlabelled" is forbidden'));
