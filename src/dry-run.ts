@@ -53,6 +53,7 @@ function recordingPort(created: V1PersistentVolume[]): KubePort {
       return Promise.resolve({ ...pv, metadata: { ...pv.metadata, uid: `dry-run-${created.length}` } });
     },
     deletePersistentVolume: refuse,
+    getPersistentVolumeClaim: refuse,
     deletePersistentVolumeClaim: refuse,
     createJob: refuse,
     deleteJob: refuse,

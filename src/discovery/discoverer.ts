@@ -45,6 +45,7 @@ import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
 import type { GenerationEnv } from '../volume/env.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
+import { discoveredIdentity } from '../identity/identity.ts';
 import { buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
 import { REASON_DISCOVERY_FAILED, REASON_FAILED_DELETE, REASON_NOT_DISCOVERED, REASON_STORAGE_CLASS } from '../kube/reasons.ts';
@@ -353,7 +354,15 @@ export class Discoverer {
       if (last !== undefined) this.#noteProblem(pass, key, 'error', last);
       return;
     }
+    let identity: string;
+    try {
+      identity = await discoveredIdentity(e.filePath, mode);
+    } catch (err) {
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
+      return;
+    }
     const pv = buildLocalPV({
+      identity,
       name: e.pvName,
       provisionerName: this.#env.provisionerName,
       labels: setup.labels,
