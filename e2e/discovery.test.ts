@@ -98,7 +98,8 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
     const nodeObj = await core.readNode({ name: node });
     const vol1 = pvs.find((p) => p.metadata?.name === generatePVName('vol1', node, fsClass))!;
     expect(vol1.metadata?.labels).toEqual({ 'topology.kubernetes.io/zone': 'zone-a', team: 'storage' });
-    expect(vol1.metadata?.annotations).toEqual({ 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-${node}` });
+    // The Go provisioner's annotation plus the volume identity discovery recorded (docs/upgrading.md).
+    expect(vol1.metadata?.annotations).toEqual({ 'local-static-provisioner/volume-identity': 'mount', 'pv.kubernetes.io/provisioned-by': `local-volume-provisioner-${node}` });
     expect(vol1.metadata?.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Node', name: node, uid: nodeObj.metadata?.uid }]);
     expect(vol1.spec).toEqual({
       capacity: { storage: '12Mi' },

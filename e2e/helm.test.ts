@@ -242,6 +242,10 @@ describe('helm lint and helm template', () => {
     const labelled = await render('rel', 'storage', undefined, ['--set', 'daemon.pvNodeLabel=true']);
     expect(labelled.container.args).toContain('--pv-node-label=true');
     expect([pvVerbs(defaults), pvVerbs(labelled)]).toEqual([['get', 'list', 'watch', 'create', 'delete'], ['get', 'list', 'watch', 'create', 'delete', 'patch']]);
+    // The claim check before a clean and a PV delete (issue 17): PVC get and list, in every rendering.
+    const pvcVerbs = (x: typeof defaults): Array<string[] | undefined> =>
+      x.all<V1ClusterRole>('ClusterRole').filter((role) => role.metadata?.name?.endsWith('-node-clusterrole')).map((role) => role.rules?.find((rule) => rule.resources?.includes('persistentvolumeclaims'))?.verbs);
+    expect([pvcVerbs(defaults), pvcVerbs(labelled), pvcVerbs(jobs), pvcVerbs(taint)]).toEqual(Array(4).fill([['get', 'list']]));
 
     const off = await render('rel', 'storage', 'block-jobs.yaml', ['--set', 'rbac.create=false']);
     expect(off.all('Role').length + off.all('ClusterRole').length + off.all('RoleBinding').length + off.all('ClusterRoleBinding').length).toBe(0);

@@ -155,7 +155,8 @@ describe.skipIf(!isRoot())('migration from the Go provisioner (chart defaults)',
     const fresh = await waitPV(core, pvName('fresh'));
     await waitFor(() => prov!.ready(), { what: 'the daemon to be ready' });
     const expected = goPV('fresh', 'uid');
-    expect(fresh.metadata?.annotations).toEqual(expected.metadata?.annotations);
+    // The Go provisioner's annotations plus our only addition, the volume identity (docs/upgrading.md); the spec is the same.
+    expect(fresh.metadata?.annotations).toEqual({ ...expected.metadata?.annotations, 'local-static-provisioner/volume-identity': 'mount' });
     expect(fresh.metadata?.labels).toBeUndefined();
     expect(fresh.metadata?.ownerReferences).toBeUndefined();
     expect(fresh.spec).toMatchObject(expected.spec!);
@@ -165,6 +166,7 @@ describe.skipIf(!isRoot())('migration from the Go provisioner (chart defaults)',
       const pv = await readPV(core, pvName(entry));
       expect(pv?.metadata?.uid, entry).toBe(goUid.get(entry));
       expect(pv?.metadata?.annotations?.[ANN], entry).toBe(goPV(entry, entry.endsWith('uid') ? 'uid' : 'name').metadata?.annotations?.[ANN]);
+      expect(pv?.metadata?.annotations?.['local-static-provisioner/volume-identity'], entry).toBeUndefined(); // Go PVs are never re-annotated
     }
     for (const [path, names] of await pvsByPath()) expect(names, path).toHaveLength(1);
     // Only 'fresh' and the rediscovered Released volumes are ever created.

@@ -65,6 +65,8 @@ describe('RBAC: the base ClusterRole and the opt-in components (SelfSubjectAcces
       baseClients,
       [
         ...['get', 'list', 'watch', 'create', 'delete'].map((verb) => ({ verb, resource: 'persistentvolumes' })),
+        // The claim check before a clean and a PV delete (issue 17): read PVCs of any namespace, never write them.
+        ...['get', 'list'].map((verb) => ({ verb, resource: 'persistentvolumeclaims', namespace: 'some-tenant' })),
         ...['get', 'list', 'watch'].map((verb) => ({ verb, group: 'storage.k8s.io', resource: 'storageclasses' })),
         ...['create', 'patch'].map((verb) => ({ verb, resource: 'events', namespace: 'kube-system' })),
         ...nodes('get'),
@@ -72,6 +74,7 @@ describe('RBAC: the base ClusterRole and the opt-in components (SelfSubjectAcces
       [
         ...jobs('kube-system', 'create', 'list', 'watch', 'get', 'delete'),
         ...nodes('update', 'patch', 'list', 'watch'),
+        ...['watch', 'create', 'update', 'patch', 'delete'].map((verb) => ({ verb, resource: 'persistentvolumeclaims', namespace: 'some-tenant' })),
         { verb: 'create', resource: 'pods', namespace: 'kube-system' },
         { verb: 'get', resource: 'secrets', namespace: 'kube-system' },
       ],

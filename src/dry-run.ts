@@ -54,6 +54,7 @@ function recordingPort(created: V1PersistentVolume[]): KubePort {
     },
     getPersistentVolume: refuse,
     deletePersistentVolume: refuse,
+    getPersistentVolumeClaim: refuse,
     deletePersistentVolumeClaim: refuse,
     createJob: refuse,
     deleteJob: refuse,

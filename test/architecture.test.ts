@@ -48,10 +48,10 @@ describe('src/ import graph', () => {
     expect(dangling).toEqual([]);
   });
 
-  it('keeps src/volume and src/host below discovery, deleter, controller and server', () => {
+  it('keeps src/volume, src/identity and src/host below discovery, deleter, controller and server', () => {
     const upper = new Set(['discovery', 'deleter', 'cache', 'controller', 'server', 'node-cleanup', 'watcher']);
     const upward = [...graph]
-      .filter(([mod]) => ['volume', 'host'].includes(folder(mod)))
+      .filter(([mod]) => ['volume', 'identity', 'host'].includes(folder(mod)))
       .flatMap(([mod, deps]) => deps.filter((d) => upper.has(folder(d)) || !d.includes('/')).map((d) => `${mod} -> ${d}`));
     expect(upward).toEqual([]);
   });

@@ -14,6 +14,7 @@ import type { V1Job, V1Node, V1PersistentVolume, V1StorageClass } from '@kuberne
 import { PVCache, type CreatedPVs } from '../volume/pv-cache.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
+import { CleanGuard } from '../deleter/guard.ts';
 import { JobController, type JobPresence } from '../deleter/jobcontroller.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
@@ -145,7 +146,10 @@ export async function startController(
   // Jobs are only watched while some may exist (JobPresence), so the daemon
   // needs no Jobs RBAC then. Only the creation of new Jobs depends on
   // useJobForCleaning (in the deleter).
+  // One set of refusal checks (and one warn window) for the deleter and the job controller.
+  const guard = new CleanGuard(env, { allPvs: pc.pvInformer });
   const jobController = new JobController(env, {
+    guard,
     informerFactory: pc.makeJobInformer,
     pvs: pvCache,
     failureBackoff: pc.jobFailureBackoff,
@@ -179,6 +183,7 @@ export async function startController(
   const deleter = new Deleter(env, {
     pvs: pvCache,
     allPvs: pc.pvInformer,
+    guard,
     procTable: pc.procTable,
     jobController,
     cleanTimeoutMs: pc.cleanTimeoutMs,

@@ -10,12 +10,13 @@
 // - spec.local.path is a direct child <hostDir>/<name> of its class's hostDir
 //   (the class comes from the current config, or for a class removed from the
 //   config its last known settings);
-// - no other PV on this node (ours or not, any phase) uses the same volume
-//   (normalised spec.local.path, or the same <mountDir>/<name>), and the PV's
-//   name is the one discovery gives to that volume (generatePVName of <name>,
-//   node name, class); otherwise Warning VolumeCleanRefused and the
-//   clean_refused metric, with backoff (a forged PV must never empty a volume
-//   that another PV describes);
+// - the refusal checks of guard.ts hold (path_in_use, name_mismatch,
+//   identity_mismatch on every pass; claim_still_exists, which costs API
+//   requests, right before a clean starts, a cleanup Job is created, or the PV
+//   is deleted after an in-process clean); otherwise Warning
+//   VolumeCleanRefused and the clean_refused metric, with backoff, the PV is
+//   kept and its cleanup Job, if one is pending or running, is withdrawn
+//   (deleted with propagation Foreground, so its pod goes too);
 // - <mountDir>/<name> exists and is a mount point (Filesystem) or a block
 //   device (Block; a PV with volumeMode Block never gets a directory cleaned).
 // Otherwise the volume has vanished: Warning event VolumeMissing and the
@@ -33,12 +34,10 @@
 // They outlive the generation: stop() does not abort them; the next
 // generation's deleter finds their result in the ProcTable.
 import { stat } from 'node:fs/promises';
-import { posix } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { pvOnThisNode } from '../volume/pv-cache.ts';
 import type { ClassConfig, VolumeMode } from '../config/types.ts';
-import { readMountPoints } from '../host/mountinfo.ts';
-import { generatePVName } from '../volume/naming.ts';
+import type { PathKind } from '../identity/identity.ts';
 import { pvRef, type EventType } from '../kube/events.ts';
 import type { Store } from '../kube/informer.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../kube/port.ts';
@@ -56,15 +55,18 @@ import { buildCleanupJob } from './job.ts';
 import type { JobStatus } from './jobcontroller.ts';
 import type { CleanerRegistry } from './orphans.ts';
 import type { ProcTable } from './proctable.ts';
-import { REASON_CLEAN_REFUSED, REASON_DELETE, REASON_FAILED_DELETE, REASON_UNKNOWN_POLICY, REASON_UNSUPPORTED_POLICY, REASON_VOLUME_MISSING } from '../kube/reasons.ts';
+import { CleanGuard, DEFAULT_WARN_BACKOFF, type GuardPass, type Refusal } from './guard.ts';
+import { REASON_DELETE, REASON_FAILED_DELETE, REASON_UNKNOWN_POLICY, REASON_UNSUPPORTED_POLICY, REASON_VOLUME_MISSING } from '../kube/reasons.ts';
 
 /** What the deleter needs of the job controller. */
 export interface JobTracker {
   status(pvName: string, uid?: string): JobStatus;
+  /** Deletes the pending or running cleanup Job of this PV (name and UID), if there is one; true if it did. */
+  withdraw?(pvName: string, uid: string): Promise<boolean>;
 }
 
 export const DEFAULT_RETRY_BACKOFF: BackoffOptions = { initialMs: 10_000, maxMs: 10 * 60_000, factor: 2, jitter: 0.1 };
-export const DEFAULT_WARN_BACKOFF: BackoffOptions = { initialMs: 60_000, maxMs: 60 * 60_000, factor: 2, jitter: 0 };
+export { DEFAULT_WARN_BACKOFF, directChild, normalizePath } from './guard.ts';
 export const DEFAULT_MAX_CONCURRENT_CLEANS = 4;
 
 /** The deleter's own options; the rest comes from the GenerationEnv. */
@@ -88,6 +90,8 @@ export interface DeleterOptions {
   readonly retryBackoff?: KeyedBackoff | undefined;
   /** Window of repeated warnings (unsupported policy, vanished volume, unknown class). */
   readonly warnBackoff?: BackoffOptions | undefined;
+  /** The refusal checks; share one with the job controller (default: one of its own over allPvs). */
+  readonly guard?: CleanGuard | undefined;
   /** Records running block cleaners so a restarted daemon can kill those of a dead one. */
   readonly cleanerRegistry?: CleanerRegistry | undefined;
   /** Aborts running in-process cleans (process shutdown). */
@@ -96,6 +100,8 @@ export interface DeleterOptions {
   readonly readMountPoints?: (() => Promise<ReadonlySet<string>>) | undefined;
   readonly cleanFilesystem?: ((path: string, opts: FilesystemCleanOptions) => Promise<CleanResult>) | undefined;
   readonly cleanBlockDevice?: ((opts: BlockCleanOptions) => Promise<CleanResult>) | undefined;
+  /** Seam of the default guard's identity check. */
+  readonly pathKind?: ((path: string) => Promise<PathKind>) | undefined;
 }
 
 interface Volume {
@@ -107,14 +113,8 @@ interface Volume {
   readonly containerPath: string;
 }
 
-/** Per-pass state: the mount table is read, and the path index built, at most once per pass. */
-interface Pass {
-  mounts?: Promise<ReadonlySet<string>>;
-  /** Volume key (see #volumeKeys) -> uid -> name of the PVs that use it. */
-  paths?: Map<string, Map<string, string>>;
-}
-
-type RefusalReason = 'path_in_use' | 'name_mismatch';
+/** Per-pass state: the mount table is read, and the path index built, at most once per pass (see GuardPass). */
+type Pass = GuardPass;
 
 const modeLabel = (m: string | undefined): ModeLabel => (m === 'Block' || m === 'Filesystem' ? m : 'unknown');
 
@@ -125,6 +125,7 @@ export class Deleter {
   readonly #now: () => number;
   readonly #retry: KeyedBackoff;
   readonly #warn: KeyedBackoff;
+  readonly #guard: CleanGuard;
   readonly #inflight = new Set<Promise<void>>();
   #stopped = false;
 
@@ -136,6 +137,9 @@ export class Deleter {
     this.#now = env.now;
     this.#retry = opts.retryBackoff ?? new KeyedBackoff(DEFAULT_RETRY_BACKOFF, this.#now);
     this.#warn = new KeyedBackoff(opts.warnBackoff ?? DEFAULT_WARN_BACKOFF, this.#now);
+    this.#guard =
+      opts.guard ??
+      new CleanGuard(env, { allPvs: opts.allPvs ?? opts.pvs, warnBackoff: opts.warnBackoff, readMountPoints: opts.readMountPoints, pathKind: opts.pathKind });
   }
 
   /** One pass over the Released PVs; never throws. */
@@ -157,6 +161,7 @@ export class Deleter {
     const keep = (k: string): boolean => live.has(k.split('/')[0] ?? '');
     this.#retry.retain(keep);
     this.#warn.retain(keep);
+    this.#guard.retain(keep);
   }
 
   /** No new cleans after this; running in-process cleans go on (see the file comment). */
@@ -187,7 +192,7 @@ export class Deleter {
       this.#warnOnce(pv, 'Warning', REASON_UNKNOWN_POLICY, 'Volume has unrecognized PersistentVolumeReclaimPolicy');
       return;
     }
-    const vol = this.#resolve(pv, pass);
+    const vol = await this.#resolve(pv, pass);
     if (vol) await this.#deletePV(vol, pass);
   }
 
@@ -201,88 +206,67 @@ export class Deleter {
     also?.();
   }
 
-  /** The class and container path of a PV, or undefined (after a warning) when it cannot be cleaned safely. */
-  #resolve(pv: V1PersistentVolume, pass: Pass): Volume | undefined {
+  /**
+   * The class and container path of a PV, or undefined (after a warning) when
+   * it cannot be cleaned safely: its volume cannot be located, or a refusal
+   * check without API requests fails (see guard.ts). Anyone who may create or
+   * patch PVs can forge one with our annotation, the path of a Bound volume,
+   * reclaim Delete and a claimRef to a missing claim: the binder marks it
+   * Released, and cleaning it would empty the Bound volume.
+   */
+  async #resolve(pv: V1PersistentVolume, pass: Pass): Promise<Volume | undefined> {
+    const verdict = await this.#guard.check(pv, pass, { claims: false });
+    return this.#admit(pv, verdict);
+  }
+
+  /** The Volume of an ok verdict; otherwise the warning (and the Job withdrawn on a refusal) and undefined. */
+  async #admit(pv: V1PersistentVolume, verdict: Awaited<ReturnType<CleanGuard['check']>>): Promise<Volume | undefined> {
     const name = pv.metadata?.name ?? '';
-    const fail = (msg: string): undefined => {
-      this.#warnOnce(pv, 'Warning', REASON_FAILED_DELETE, `Error cleaning PV ${JSON.stringify(name)}: ${msg}`, () =>
-        this.#env.metrics.deleteFailedTotal.inc({ mode: 'unknown', type: this.#useJob() ? 'job' : 'process' }),
-      );
-      return undefined;
-    };
-    const localPath = pv.spec?.local?.path;
-    if (!localPath) return fail('Unsupported volume type: only local volumes are cleaned');
-    const className = pv.spec?.storageClassName ?? '';
-    const cls = this.#env.lookupClass(className);
-    if (!cls) return fail(`Unknown storage class name ${className}`);
-    const entry = directChild(cls.hostDir, localPath);
-    if (entry === undefined) {
-      return fail(`refusing to clean: path ${JSON.stringify(localPath)} is not a direct child of hostDir ${JSON.stringify(cls.hostDir)} of class ${JSON.stringify(className)}`);
+    const uid = pv.metadata?.uid ?? '';
+    switch (verdict.kind) {
+      case 'ok': {
+        const t = verdict.target;
+        return { pv, name, uid, className: t.className, cls: t.cls, containerPath: t.containerPath };
+      }
+      case 'invalid':
+        this.#warnOnce(pv, 'Warning', REASON_FAILED_DELETE, `Error cleaning PV ${JSON.stringify(name)}: ${verdict.why}`, () =>
+          this.#env.metrics.deleteFailedTotal.inc({ mode: 'unknown', type: this.#useJob() ? 'job' : 'process' }),
+        );
+        return undefined;
+      case 'unknown':
+        this.#retry.failure(uid);
+        this.#log.warn({ pv: name }, `not cleaning PV ${JSON.stringify(name)} now: ${verdict.why}`);
+        return undefined;
+      case 'refused':
+        await this.#refuse(pv, verdict.refusals);
+        return undefined;
     }
-    if (this.#refused(pv, name, className, entry, pass)) return undefined;
-    return { pv, name, uid: pv.metadata?.uid ?? '', className, cls, containerPath: posix.join(cls.mountDir, entry) };
+  }
+
+  /** A refusal: the Event and metric (once per warn window), the PV kept, its cleanup Job withdrawn (every time). */
+  async #refuse(pv: V1PersistentVolume, refusals: readonly Refusal[]): Promise<void> {
+    this.#guard.refuse(pv, refusals);
+    const name = pv.metadata?.name ?? '';
+    try {
+      if (await this.#o.jobController?.withdraw?.(name, pv.metadata?.uid ?? '')) {
+        this.#log.warn({ pv: name }, `withdrew the cleanup job of refused PV ${JSON.stringify(name)}`);
+      }
+    } catch (e) {
+      this.#log.error({ pv: name, err: e }, `cannot withdraw the cleanup job of refused PV ${JSON.stringify(name)}; retrying next pass`);
+    }
   }
 
   /**
-   * True (after a VolumeCleanRefused warning) when the PV may describe someone
-   * else's volume: another PV uses the same path, or its name is not the one
-   * discovery gives to <hostDir>/<entry> of its class on this node. Anyone who
-   * may create PVs can forge one with our annotation, the path of a Bound
-   * volume, reclaim Delete and a claimRef to a missing claim: the binder marks
-   * it Released, and cleaning it would empty the Bound volume.
+   * Every refusal check again, with the claim lookup (API requests), right
+   * before a clean starts or a PV is deleted after its clean. False (after the
+   * warning, and a retry backoff) when the volume must not be touched now.
    */
-  #refused(pv: V1PersistentVolume, name: string, className: string, entry: string, pass: Pass): boolean {
-    const uid = pv.metadata?.uid ?? '';
-    const problems: Array<[RefusalReason, string]> = [];
-    const others = new Map<string, string>();
-    const index = this.#pathIndex(pass);
-    for (const key of this.#volumeKeys(pv)) {
-      for (const [otherUid, otherName] of index.get(key) ?? []) if (otherUid !== uid) others.set(otherUid, otherName);
-    }
-    if (others.size > 0) {
-      const names = [...new Set(others.values())].sort().map((n) => JSON.stringify(n));
-      problems.push(['path_in_use', `its volume ${JSON.stringify(pv.spec?.local?.path ?? '')} is also used by PV ${names.join(', ')}`]);
-    }
-    const expected = generatePVName(entry, this.#env.node.metadata?.name ?? '', className);
-    if (name !== expected) {
-      problems.push([
-        'name_mismatch',
-        `its name is not ${JSON.stringify(expected)}, the name this node gives to volume ${JSON.stringify(entry)} of class ${JSON.stringify(className)}`,
-      ]);
-    }
-    if (problems.length === 0) return false;
-    const msg = `Refusing to clean PV ${JSON.stringify(name)}: ${problems.map(([, m]) => m).join('; ')}. The volume is not cleaned and the PV is kept; delete the PV by hand if it was not made by this provisioner.`;
-    this.#warnOnce(pv, 'Warning', REASON_CLEAN_REFUSED, msg, () => {
-      for (const [reason] of problems) this.#env.metrics.cleanRefused.inc({ reason });
-    });
-    return true;
-  }
-
-  /** The keys of a PV's volume: its normalised host path and, when its class is known, its path in the container. */
-  #volumeKeys(pv: V1PersistentVolume): string[] {
-    const path = pv.spec?.local?.path;
-    if (path === undefined) return [];
-    const keys = [`host:${normalizePath(path)}`];
-    const cls = this.#env.lookupClass(pv.spec?.storageClassName ?? '');
-    const entry = cls ? directChild(cls.hostDir, path) : undefined;
-    if (cls && entry !== undefined) keys.push(`mount:${posix.join(normalizePath(cls.mountDir), entry)}`);
-    return keys;
-  }
-
-  /** Volume key -> uid -> name of every PV on this node; built once per pass. */
-  #pathIndex(pass: Pass): Map<string, Map<string, string>> {
-    if (pass.paths) return pass.paths;
-    const index = new Map<string, Map<string, string>>();
-    for (const pv of (this.#o.allPvs ?? this.#o.pvs).list()) {
-      const uid = pv.metadata?.uid ?? '';
-      for (const key of this.#volumeKeys(pv)) {
-        let uids = index.get(key);
-        if (!uids) index.set(key, (uids = new Map<string, string>()));
-        uids.set(uid, pv.metadata?.name ?? '');
-      }
-    }
-    pass.paths = index;
-    return index;
+  async #recheck(v: Volume): Promise<boolean> {
+    const verdict = await this.#guard.check(v.pv, {}, { claims: true });
+    if (verdict.kind === 'ok') return true;
+    if (verdict.kind === 'refused') this.#retry.failure(v.uid);
+    await this.#admit(v.pv, verdict);
+    return false;
   }
 
   #useJob(): boolean {
@@ -300,7 +284,7 @@ export class Deleter {
       pt.removeEntry(v.name, v.uid); // a finished clean of an older PV with the same name: never reuse it (#174)
       this.#log.warn({ pv: v.name, staleUid: entry.uid }, 'dropped the cleanup result of an older PV with the same name');
     } else if (entry?.state === 'Succeeded') {
-      await this.#deleteAfterClean(v);
+      if (this.#retry.ready(v.uid) && (await this.#recheck(v))) await this.#deleteAfterClean(v);
       return;
     } else if (entry?.state === 'Failed') {
       const r = pt.removeEntry(v.name, v.uid);
@@ -310,7 +294,7 @@ export class Deleter {
 
     if (!this.#retry.ready(v.uid)) return;
     const mode = await this.#checkVolume(v, pass);
-    if (!mode) return;
+    if (!mode || !(await this.#recheck(v))) return;
     if (this.#useJob()) await this.#startJob(v, mode);
     else this.#startProcess(v, mode);
   }
@@ -379,18 +363,13 @@ export class Deleter {
     if (v.pv.spec?.volumeMode === 'Block') return missing(`path ${JSON.stringify(v.containerPath)} is a directory, not the block device of this Block PV`);
     let mounts: ReadonlySet<string>;
     try {
-      mounts = await this.#mounts(pass);
+      mounts = await this.#guard.mounts(pass);
     } catch (e) {
       this.#log.warn({ err: e }, 'cannot read the mount table; not cleaning filesystem volumes in this pass');
       return undefined;
     }
     if (!mounts.has(v.containerPath)) return missing(`path ${JSON.stringify(v.containerPath)} is not a valid mount point`);
     return 'Filesystem';
-  }
-
-  #mounts(pass: Pass): Promise<ReadonlySet<string>> {
-    pass.mounts ??= this.#o.readMountPoints ? this.#o.readMountPoints() : readMountPoints(this.#env.mountInfoPath);
-    return pass.mounts;
   }
 
   async #startJob(v: Volume, mode: VolumeMode): Promise<void> {
@@ -472,16 +451,3 @@ export class Deleter {
     if (!this.#stopped) this.#o.onChange?.();
   }
 }
-
-/** The single path component of `path` directly below `dir`, or undefined (not a direct child, ".", ".."). */
-export function directChild(dir: string, path: string): string | undefined {
-  if (!dir.startsWith('/') || !path.startsWith('/')) return undefined;
-  const d = normalizePath(dir);
-  const p = normalizePath(path);
-  if (posix.dirname(p) !== d) return undefined;
-  const base = posix.basename(p);
-  return base === '' || base === '.' || base === '..' ? undefined : base;
-}
-
-/** posix.normalize without trailing slashes ("/" stays "/"). */
-export const normalizePath = (path: string): string => posix.normalize(path).replace(/\/+$/, '') || '/';

@@ -19,8 +19,12 @@
 // Unlike the Go job controller (which only logged, while the deleter polled),
 // the workers act on Job changes:
 // - Succeeded: if the Job's pvuuid label is the UID of the PV and the PV is
-//   still Released (reclaim Delete, no deletionTimestamp), delete the PV with
-//   a UID precondition, count it, then delete the Job. The PV goes first: if
+//   still Released (reclaim Delete, no deletionTimestamp), re-run every
+//   refusal check of guard.ts (claim lookup included): a PV that fails them is
+//   kept (Warning VolumeCleanRefused, clean_refused_total) and only the Job is
+//   deleted; one whose checks cannot be made now (API error) waits, Job kept,
+//   for the work queue's retry. Otherwise delete the PV with a UID
+//   precondition, count it, then delete the Job. The PV goes first: if
 //   the process dies in between, the leftover Job is finished and stale (its
 //   pvuuid names a PV that is gone) and is simply deleted later, while
 //   Job-first would leave a Released PV with no Job, i.e. a second full clean.
@@ -34,6 +38,10 @@
 // - Finished Jobs are deleted with propagationPolicy Background: the Job object
 //   goes at once (so cleanup-<pv> can be created again without an AlreadyExists
 //   race) and the garbage collector removes its Pods.
+// - withdraw() (the deleter, on a refusal): deletes the PV's pending or running
+//   cleanup Job, if its name, pv label and pvuuid label are that PV's, with
+//   propagationPolicy Foreground (the Job object stays until its pods are gone,
+//   so no new Job of that name starts while the old pod may still clean).
 // - The PV of a Job is the one its name names (cleanup-<pv>); the `pv` label
 //   must agree. A Job whose label names another PV (or none) is ignored with a
 //   warning: it never makes the controller delete a PV (nor the Job).
@@ -48,6 +56,7 @@ import type { Logger } from '../util/log.ts';
 import { runWorker, WorkQueue, type WorkQueueBackoffOptions } from '../util/workqueue.ts';
 import { errorMessage } from '../util/errors.ts';
 import { recordDeleted, type ModeLabel } from './common.ts';
+import { CleanGuard } from './guard.ts';
 import {
   BLOCK_DEVICE_ENV,
   cleanupJobName,
@@ -107,6 +116,8 @@ export interface JobControllerOptions {
   readonly presence?: JobPresence | undefined;
   /** Where the CleanupJobsForbidden Warning goes (the Pod and the Node). */
   readonly eventRefs?: readonly ObjectRef[] | undefined;
+  /** The refusal checks; share the deleter's (default: one of its own over `pvs`). */
+  readonly guard?: CleanGuard | undefined;
 }
 
 export interface JobStatus {
@@ -132,6 +143,7 @@ export class JobController {
   readonly #log: Logger;
   readonly #now: () => number;
   readonly #backoff: KeyedBackoff;
+  readonly #guard: CleanGuard;
   #queue: WorkQueue<string> | undefined;
   #informer: Informer<V1Job> | undefined;
   #unsubscribe: (() => void) | undefined;
@@ -153,6 +165,7 @@ export class JobController {
     this.#log = env.logger.child({ component: 'job-controller' });
     this.#now = env.now;
     this.#backoff = opts.failureBackoff ?? new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF, this.#now);
+    this.#guard = opts.guard ?? new CleanGuard(env, { allPvs: opts.pvs });
   }
 
   /** Starts following this node's Jobs as the watch mode says; idempotent. */
@@ -360,6 +373,22 @@ export class JobController {
     await this.#deleteJob(job);
   }
 
+  /** The deleter refused the PV: deletes its pending or running cleanup Job (ours for this name and UID); true if it did. */
+  async withdraw(pvName: string, uid: string): Promise<boolean> {
+    const job = this.#job(pvName);
+    if (!job || job.metadata?.deletionTimestamp) return false;
+    const target = jobTarget(job);
+    if (target.problem !== undefined || target.pvName !== pvName || job.metadata?.labels?.[PV_UID_LABEL] !== uid) return false;
+    try {
+      await this.#env.kube.deleteJob(this.#env.namespace, job.metadata?.name ?? '', { uid: job.metadata?.uid, propagationPolicy: 'Foreground' });
+    } catch (e) {
+      if (isNotFound(e) || isConflict(e)) return false;
+      throw e;
+    }
+    this.#log.warn({ pv: pvName, job: objectKey(job) }, `withdrew cleanup job ${objectKey(job)}: the deleter refused PV ${JSON.stringify(pvName)}`);
+    return true;
+  }
+
   async #process(key: string): Promise<void> {
     const job = this.#informer?.get(key);
     if (!job) {
@@ -396,33 +425,55 @@ export class JobController {
       pv.spec?.persistentVolumeReclaimPolicy === 'Delete' &&
       !pv.metadata?.deletionTimestamp;
     if (pv && releasedForDelete) {
-      const uid = pv.metadata?.uid;
-      this.#log.info({ pv: pvName, job: objectKey(job) }, 'deleting PV after a successful cleanup job');
-      try {
-        await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(pvName, { uid }));
-        recordDeleted(this.#env.metrics, {
-          mode: modeOf(job),
-          type: 'job',
-          pv,
-          command: commandOf(job),
-          startTime: jobStartTime(job),
-          now: this.#now(),
-        });
-        this.#backoff.forget(pvName);
-      } catch (e) {
-        if (isConflict(e)) {
-          this.#log.info({ pv: pvName }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
-        } else if (!isNotFound(e)) {
-          this.#env.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
-          this.#env.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(pvName)} after its cleanup: ${errorMessage(e)}`);
-          throw e; // retried with backoff; the Job stays so the clean is not repeated
-        }
-      }
+      if (await this.#passesChecks(job, pvName, pv)) await this.#deletePV(job, pvName, pv);
     } else {
       this.#log.info({ pv: pvName, job: objectKey(job) }, 'cleanup job finished for a PV that is gone, replaced or no longer Released; deleting the job only');
     }
     await this.#deleteJob(job);
     this.#o.onChange?.();
+  }
+
+  /** Every refusal check again before the PV delete; throws (the Job stays, retried) when they cannot be made now. */
+  async #passesChecks(job: V1Job, pvName: string, pv: V1PersistentVolume): Promise<boolean> {
+    const verdict = await this.#guard.check(pv, {}, { claims: true });
+    switch (verdict.kind) {
+      case 'ok':
+        return true;
+      case 'unknown':
+        throw new Error(verdict.why);
+      case 'refused':
+        this.#guard.refuse(pv, verdict.refusals);
+        this.#log.warn({ pv: pvName, job: objectKey(job) }, 'cleanup job finished for a PV that fails the refusal checks now; keeping the PV, deleting the job only');
+        return false;
+      case 'invalid':
+        this.#log.warn({ pv: pvName, job: objectKey(job) }, `cleanup job finished for a PV whose volume cannot be located (${verdict.why}); keeping the PV, deleting the job only`);
+        return false;
+    }
+  }
+
+  async #deletePV(job: V1Job, pvName: string, pv: V1PersistentVolume): Promise<void> {
+    const uid = pv.metadata?.uid;
+    this.#log.info({ pv: pvName, job: objectKey(job) }, 'deleting PV after a successful cleanup job');
+    try {
+      await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(pvName, { uid }));
+      recordDeleted(this.#env.metrics, {
+        mode: modeOf(job),
+        type: 'job',
+        pv,
+        command: commandOf(job),
+        startTime: jobStartTime(job),
+        now: this.#now(),
+      });
+      this.#backoff.forget(pvName);
+    } catch (e) {
+      if (isConflict(e)) {
+        this.#log.info({ pv: pvName }, 'PV was replaced meanwhile (UID precondition failed); not deleting it');
+      } else if (!isNotFound(e)) {
+        this.#env.metrics.deleteFailedTotal.inc({ mode: modeOf(job), type: 'job' });
+        this.#env.recorder.event(pvRef(pv), 'Warning', REASON_FAILED_DELETE, `Error deleting PV ${JSON.stringify(pvName)} after its cleanup: ${errorMessage(e)}`);
+        throw e; // retried with backoff; the Job stays so the clean is not repeated
+      }
+    }
   }
 
   async #failed(job: V1Job, pvName: string, pv: V1PersistentVolume | undefined): Promise<void> {

@@ -57,6 +57,7 @@ import { roundDownCapacityPretty } from '../volume/capacity.ts';
 import { generatePVName } from '../volume/naming.ts';
 import type { GenerationEnv } from '../volume/env.ts';
 import type { PVIndex } from '../volume/pv-index.ts';
+import { discoveredIdentity } from '../identity/identity.ts';
 import { ANN_PROVISIONED_BY, buildLocalPV, buildPVLabels, nodeHostnameTerm, nodeOwnerReference } from '../volume/pv-spec.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
 import {
@@ -480,7 +481,15 @@ export class Discoverer {
       if (taken !== undefined) this.#noteProblem(pass, taken.key, 'warning', taken.msg);
       return;
     }
+    let identity: string;
+    try {
+      identity = await discoveredIdentity(e.filePath, mode);
+    } catch (err) {
+      this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
+      return;
+    }
     const pv = buildLocalPV({
+      identity,
       name: e.pvName,
       provisionerName: this.#env.provisionerName,
       labels: setup.labels,

@@ -21,6 +21,7 @@ import {
   type V1ListMeta,
   type V1Node,
   type V1PersistentVolume,
+  type V1PersistentVolumeClaim,
 } from '@kubernetes/client-node';
 import type { KubeMetrics } from '../metrics/metrics.ts';
 import { deserializeModel, reuseDispatchers, setWatchInactivityTimeout } from './client-node-patches.ts';
@@ -396,6 +397,9 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
       call('patch', 'persistentvolumes', () =>
         core.patchPersistentVolumeWithHttpInfo({ name, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch, callOpts())),
       ),
+
+    getPersistentVolumeClaim: (namespace: string, name: string): Promise<V1PersistentVolumeClaim> =>
+      call('get', 'persistentvolumeclaims', () => core.readNamespacedPersistentVolumeClaimWithHttpInfo({ namespace, name }, callOpts())),
 
     async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
       await call('delete', 'persistentvolumeclaims', () =>

@@ -119,6 +119,8 @@ export interface KubePort {
   deletePersistentVolume(name: string, opts?: DeleteOptions): Promise<void>;
   /** Merge-patches a PV (used to add the node label of --pv-node-label to adopted PVs). */
   patchPersistentVolume(name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume>;
+  /** One PVC (the deleter's claim check before a clean or a PV delete). */
+  getPersistentVolumeClaim(namespace: string, name: string): Promise<V1PersistentVolumeClaim>;
   deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void>;
 
   createJob(namespace: string, job: V1Job): Promise<V1Job>;

@@ -163,7 +163,7 @@ export class Metrics implements KubeMetrics {
   });
   readonly cleanRefused = new Counter({
     name: `${METRIC_PREFIX}clean_refused_total`,
-    help: 'Released persistent volumes not cleaned (nor deleted) because another PV uses the same path (path_in_use) or the PV name is not the one this node gives to that volume (name_mismatch).',
+    help: 'Released persistent volumes not cleaned (nor deleted) because another PV uses the same path (path_in_use), the PV name is not the one this node gives to that volume (name_mismatch), a PVC still names the PV (claim_still_exists), or the path is not what discovery recorded (identity_mismatch).',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

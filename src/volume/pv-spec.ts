@@ -11,6 +11,7 @@ import type {
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { roundDownCapacityPretty } from './capacity.ts';
 import { formatQuantity } from '../util/quantity.ts';
+import { ANN_VOLUME_IDENTITY } from '../identity/identity.ts';
 
 export const ANN_PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
 export const ANN_ALPHA_NODE_AFFINITY = 'volume.alpha.kubernetes.io/node-affinity';
@@ -105,6 +106,12 @@ export interface LocalPVInput {
   readonly reclaimPolicy: string;
   /** StorageClass mountOptions; set on the PV only when non-empty. */
   readonly mountOptions?: readonly string[] | undefined;
+  /**
+   * What discovery found at the path (src/identity/identity.ts), recorded in
+   * the annotation ANN_VOLUME_IDENTITY: our only addition to the Go
+   * provisioner's PV (metadata; the spec is unchanged). Omitted when undefined.
+   */
+  readonly identity?: string | undefined;
 }
 
 /**
@@ -114,7 +121,10 @@ export interface LocalPVInput {
  * (we keep that); otherwise spec.nodeAffinity is [hostname term] ++ class.selector.
  */
 export function buildLocalPV(input: LocalPVInput): V1PersistentVolume {
-  const annotations: Record<string, string> = { [ANN_PROVISIONED_BY]: input.provisionerName };
+  // Go marshals the annotation map with sorted keys; ours sorts first.
+  const annotations: Record<string, string> = {};
+  if (input.identity !== undefined) annotations[ANN_VOLUME_IDENTITY] = input.identity;
+  annotations[ANN_PROVISIONED_BY] = input.provisionerName;
   if (input.config.useAlphaAPI) annotations[ANN_ALPHA_NODE_AFFINITY] = alphaNodeAffinityAnnotation([input.hostnameTerm]);
 
   const metadata: NonNullable<V1PersistentVolume['metadata']> = { name: input.name };

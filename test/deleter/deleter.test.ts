@@ -8,6 +8,8 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { ClassConfig, ProvisionerConfig } from '../../src/config/types.ts';
 import { Deleter, directChild, type DeleterOptions, type JobTracker } from '../../src/deleter/deleter.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
+import { CleanGuard } from '../../src/deleter/guard.ts';
+import { ANN_VOLUME_IDENTITY } from '../../src/identity/identity.ts';
 import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { FakeKube } from '../support/fake-kube.ts';
@@ -102,6 +104,16 @@ function blockVolume(name: string): string {
   execFileSync('mknod', [p, 'b', '7', '250']);
   return p;
 }
+
+/** Counts cleaner calls; the real cleaner never runs in these tests. */
+const counting = (): { calls: string[]; over: Partial<DeleterOptions> } => {
+  const calls: string[] = [];
+  const clean = (p: string) => {
+    calls.push(p);
+    return Promise.resolve({ ok: true, durationMs: 1, skipped: [], removed: 0, stdout: [], stderr: [] });
+  };
+  return { calls, over: { cleanFilesystem: clean, cleanBlockDevice: (o) => clean(o.devicePath) } };
+};
 
 const runs = (): number => (existsSync(counter) ? readFileSync(counter, 'utf8').split('\n').filter(Boolean).length : 0);
 const pvExists = (file: string): boolean => fake.object('persistentvolumes', N(file)) !== undefined;
@@ -409,15 +421,6 @@ describe('Deleter refuses PVs that may describe another volume', () => {
     delete pv.metadata?.annotations;
     return pv;
   };
-  /** Counts cleaner calls; the real cleaner never runs in these tests. */
-  const counting = (): { calls: string[]; over: Partial<DeleterOptions> } => {
-    const calls: string[] = [];
-    const clean = (p: string) => {
-      calls.push(p);
-      return Promise.resolve({ ok: true, durationMs: 1, skipped: [], removed: 0, stdout: [], stderr: [] });
-    };
-    return { calls, over: { cleanFilesystem: clean, cleanBlockDevice: (o) => clean(o.devicePath) } };
-  };
   const refusals = () => recorder.events.filter((e) => e.reason === 'VolumeCleanRefused');
 
   it('a forged PV with the path of a Bound volume is never cleaned nor deleted (path in use)', async () => {
@@ -638,5 +641,212 @@ describe('directChild', () => {
     expect(directChild('/mnt/disks', '/mnt/disks/../etc')).toBeUndefined();
     expect(directChild('/mnt/disks', '/mnt/disksX/vol')).toBeUndefined();
     expect(directChild('/mnt/disks', 'vol1')).toBeUndefined();
+  });
+});
+
+describe('Deleter refusal checks of guard.ts (issue 17)', () => {
+  const refusals = () => recorder.events.filter((e) => e.reason === 'VolumeCleanRefused');
+  /** A Released PV whose claimRef someone patched to a random UID: the binder released it, its PVC still uses it. */
+  const patchedClaimRef = (file: string) => {
+    const pv = makePV(file);
+    pv.spec = { ...pv.spec, claimRef: { kind: 'PersistentVolumeClaim', namespace: 'team', name: `claim-${file}`, uid: 'random-uid' } };
+    return pv;
+  };
+  const putClaim = (file: string, over: { volumeName?: string; uid?: string; phase?: string; name?: string } = {}) =>
+    fake.put('persistentvolumeclaims', {
+      metadata: { namespace: 'team', name: over.name ?? `claim-${file}`, uid: over.uid ?? `pvc-uid-${file}` },
+      spec: { volumeName: over.volumeName ?? N(file) },
+      status: { phase: over.phase ?? 'Bound' },
+    });
+  const nonReads = () => fake.requests.filter((r) => r.verb !== 'get' && r.verb !== 'list');
+
+  it('claim_still_exists: a patched claimRef on a PV whose PVC still uses it is never cleaned (in-process), Events on the PV and the PVC', async () => {
+    fake.put('persistentvolumes', patchedClaimRef('vol'));
+    putClaim('vol');
+    const dir = fsVolume('vol');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d);
+    await pass(d);
+    expect(calls).toEqual([]);
+    expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']);
+    expect(pvExists('vol')).toBe(true);
+    expect(nonReads()).toEqual([]);
+    expect(refusals().map((e) => e.ref.kind)).toEqual(['PersistentVolume', 'PersistentVolumeClaim']);
+    expect(refusals()[1]?.ref).toMatchObject({ namespace: 'team', name: 'claim-vol', uid: 'pvc-uid-vol' });
+    expect(refusals()[0]?.message).toContain(`PVC "team/claim-vol" (UID "pvc-uid-vol", phase Bound) still names it in spec.volumeName while its claimRef names UID "random-uid"`);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'claim_still_exists' })).toBe(1);
+  });
+
+  it('claim_still_exists: no cleanup Job is created for such a PV', async () => {
+    fake.put('persistentvolumes', patchedClaimRef('vol'));
+    putClaim('vol');
+    fsVolume('vol');
+    const jobs: JobTracker = { status: () => ({ state: 'NotFound' }) };
+    await pass(makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs }));
+    expect(fake.count('create', 'jobs')).toBe(0);
+    expect(refusals()).toHaveLength(2);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'claim_still_exists' })).toBe(1);
+  });
+
+  it('claim lookup: the claimRef PVC is read, then every PVC is listed page by page; a PVC found only by the list refuses too', async () => {
+    fake.put('persistentvolumes', patchedClaimRef('vol'));
+    for (let i = 0; i < 7; i++) putClaim(`other${i}`, { volumeName: `elsewhere-${i}` });
+    putClaim('vol', { name: 'renamed', uid: 'pvc-uid-renamed' }); // not the claimRef's name: found by the list only
+    fsVolume('vol');
+    const { calls, over } = counting();
+    const guard = new CleanGuard(testEnv({ config: config(), node, kube: fake, recorder, metrics, now: () => now }), {
+      allPvs: liveStore(fake),
+      readMountPoints: () => Promise.resolve(mounts),
+      claimPageSize: 3,
+    });
+    await pass(makeDeleter({ ...over, guard }));
+    expect(calls).toEqual([]);
+    expect(fake.requests.map((r) => `${r.verb} ${r.kind}`)).toEqual([
+      'get persistentvolumeclaims', // claim-vol: 404
+      'list persistentvolumeclaims',
+      'list persistentvolumeclaims',
+      'list persistentvolumeclaims',
+    ]);
+    expect(refusals()[1]?.ref).toMatchObject({ name: 'renamed' });
+  });
+
+  it('claim lookup: a PVC that does not name this PV (recreated with the same name, bound elsewhere) does not block the clean', async () => {
+    fake.put('persistentvolumes', patchedClaimRef('vol'));
+    putClaim('vol', { volumeName: '', phase: 'Pending', uid: 'new-uid' });
+    fsVolume('vol');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d);
+    await pass(d);
+    expect(calls).toEqual([join(mountDir, 'vol')]);
+    expect(pvExists('vol')).toBe(false);
+    expect(refusals()).toEqual([]);
+    // one lookup before the clean, one before the delete: a get and one list page each
+    expect(fake.count('get', 'persistentvolumeclaims')).toBe(2);
+    expect(fake.count('list', 'persistentvolumeclaims')).toBe(2);
+  });
+
+  it('claim lookup: an API error means no clean now, and a retry after the backoff', async () => {
+    fake.put('persistentvolumes', makePV('vol'));
+    fsVolume('vol');
+    fake.failNext('list', 'persistentvolumeclaims', new KubeError(500, 'InternalError', 'etcd is sad'));
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d);
+    await pass(d);
+    expect(calls).toEqual([]);
+    expect(pvExists('vol')).toBe(true);
+    expect(refusals()).toEqual([]);
+    now += 12_000;
+    await pass(d);
+    await pass(d);
+    expect(calls).toHaveLength(1);
+    expect(pvExists('vol')).toBe(false);
+  });
+
+  it('in-process: the checks run again right before the PV delete; a PVC that appeared meanwhile keeps the PV', async () => {
+    fake.put('persistentvolumes', patchedClaimRef('vol'));
+    fsVolume('vol');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d); // cleaned: no PVC names it yet
+    expect(calls).toHaveLength(1);
+    putClaim('vol');
+    await pass(d);
+    expect(pvExists('vol')).toBe(true);
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'claim_still_exists' })).toBe(1);
+    now += 5000;
+    await pass(d); // held by the retry backoff: no second lookup yet
+    expect(fake.count('get', 'persistentvolumeclaims')).toBe(2);
+  });
+
+  it('in-process: a hand-made PV for the same path that appears after the clean keeps the PV (path_in_use before the delete)', async () => {
+    fake.put('persistentvolumes', makePV('vol'));
+    fsVolume('vol');
+    const { calls, over } = counting();
+    const d = makeDeleter(over);
+    await pass(d);
+    expect(calls).toHaveLength(1);
+    const manual = makeNamedPV('manual-vol', { path: '/mnt/disks/vol', phase: 'Bound', uid: 'uid-manual' });
+    delete manual.metadata?.annotations;
+    fake.put('persistentvolumes', manual);
+    await pass(d);
+    expect(pvExists('vol')).toBe(true);
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(await metricValue(metrics.cleanRefused, { reason: 'path_in_use' })).toBe(1);
+  });
+
+  it('a refusal withdraws the pending or running cleanup Job of that PV (tracker.withdraw)', async () => {
+    fake.put('persistentvolumes', makeNamedPV('forged', { path: '/mnt/disks/vol' }));
+    fsVolume('vol');
+    const withdrawn: string[] = [];
+    const jobs: JobTracker = {
+      status: () => ({ state: 'Running' }),
+      withdraw: (name, uid) => {
+        withdrawn.push(`${name}/${uid}`);
+        return Promise.resolve(true);
+      },
+    };
+    const d = makeDeleter({ config: config({ useJobForCleaning: true }), jobController: jobs });
+    await pass(d);
+    await pass(d);
+    expect(withdrawn).toEqual(['forged/uid-forged', 'forged/uid-forged']); // every pass, not only once per warn window
+    expect(refusals()).toHaveLength(1);
+  });
+});
+
+describe.skipIf(!isRoot)('Deleter identity_mismatch (issue 17, point 3c)', () => {
+  const withIdentity = (file: string, identity: string, over: Parameters<typeof makePV>[1] = {}) => {
+    const pv = makePV(file, over);
+    pv.metadata = { ...pv.metadata, annotations: { ...pv.metadata?.annotations, [ANN_VOLUME_IDENTITY]: identity } };
+    return pv;
+  };
+  const identityRefusals = () => metricValue(metrics.cleanRefused, { reason: 'identity_mismatch' });
+
+  it('a Filesystem PV discovered as a mount point whose path now resolves to a block device is refused (the block cleaner never runs)', async () => {
+    fake.put('persistentvolumes', withIdentity('vol', 'mount'));
+    blockVolume('vol');
+    await pass(makeDeleter());
+    await pass(makeDeleter());
+    expect(runs()).toBe(0);
+    expect(pvExists('vol')).toBe(true);
+    expect(await identityRefusals()).toBeGreaterThanOrEqual(1);
+    expect(recorder.events[0]?.message).toContain(`it was discovered as "mount" but "${join(mountDir, 'vol')}" now resolves to block device 7:250`);
+  });
+
+  it('a Block PV whose path now resolves to another device number is refused', async () => {
+    fake.put('persistentvolumes', withIdentity('blk', 'block:7:251'));
+    blockVolume('blk'); // 7:250
+    await pass(makeDeleter());
+    expect(runs()).toBe(0);
+    expect(pvExists('blk')).toBe(true);
+    expect(await identityRefusals()).toBe(1);
+  });
+
+  it('a Block PV whose path is now a directory, and a mount PV whose directory is no longer a mount point, are refused', async () => {
+    fake.put('persistentvolumes', withIdentity('blk', 'block:7:250'));
+    fake.put('persistentvolumes', withIdentity('plain', 'mount'));
+    fsVolume('blk');
+    const dir = fsVolume('plain', false);
+    const { calls, over } = { calls: [] as string[], over: {} };
+    await pass(makeDeleter(over));
+    expect(calls).toEqual([]);
+    expect(readdirSync(dir)).toHaveLength(2);
+    expect(await identityRefusals()).toBe(2);
+  });
+
+  it('the recorded identity still there: cleaned as before; a PV without the annotation keeps the earlier checks only', async () => {
+    fake.put('persistentvolumes', withIdentity('blk', 'block:7:250'));
+    blockVolume('blk');
+    fake.put('persistentvolumes', makePV('legacy')); // Go provisioner's PV: no identity recorded
+    blockVolume('legacy');
+    const d = makeDeleter();
+    await pass(d);
+    await pass(d);
+    expect(runs()).toBe(2);
+    expect(pvExists('blk')).toBe(false);
+    expect(await identityRefusals()).toBe(0);
   });
 });

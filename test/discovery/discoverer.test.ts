@@ -195,7 +195,8 @@ describe('Discoverer', () => {
     const cap = formatQuantity(roundDownCapacityPretty(await filesystemCapacity(paths[0]!)));
     const pv = kube.object('persistentvolumes', names[0]!)!;
     expect(pv.metadata?.labels).toEqual({ zone: 'z1' });
-    expect(pv.metadata?.annotations).toEqual({ 'pv.kubernetes.io/provisioned-by': PROVISIONER });
+    // The Go provisioner's annotation, plus the identity discovery recorded (a mount point).
+    expect(pv.metadata?.annotations).toEqual({ 'local-static-provisioner/volume-identity': 'mount', 'pv.kubernetes.io/provisioned-by': PROVISIONER });
     expect(pv.spec).toMatchObject({
       capacity: { storage: cap },
       local: { path: '/mnt/host/sc1/mount1' },

@@ -3,7 +3,7 @@
 // 410 after compaction, plus helpers to act as another controller would
 // (put/update/remove), inject errors and record every request.
 import { randomUUID } from 'node:crypto';
-import type { CoreV1Event, V1Job, V1Node, V1PersistentVolume } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Job, V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import {
   KubeError,
   type DeleteOptions,
@@ -301,6 +301,10 @@ export class FakeKube implements KubePort {
       const cur = clone(this.#must('persistentvolumes', name));
       return typed<V1PersistentVolume>(this.#write('persistentvolumes', mergePatch(cur, raw(patch)), 'MODIFIED'));
     });
+  }
+
+  getPersistentVolumeClaim(namespace: string, name: string): Promise<V1PersistentVolumeClaim> {
+    return this.#call('get', 'persistentvolumeclaims', namespace, name, () => clone(this.#must('persistentvolumeclaims', `${namespace}/${name}`)) as V1PersistentVolumeClaim);
   }
 
   deletePersistentVolumeClaim(namespace: string, name: string, opts?: DeleteOptions): Promise<void> {

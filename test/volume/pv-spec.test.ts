@@ -94,6 +94,15 @@ describe('buildPVLabels', () => {
 });
 
 describe('buildLocalPV', () => {
+  it('the volume identity is one annotation more (sorted first, as Go sorts map keys); the spec is byte-identical', () => {
+    const plain = buildLocalPV(input());
+    const pv = buildLocalPV(input({ identity: 'block:7:3' }));
+    expect(JSON.stringify(pv.spec)).toBe(JSON.stringify(plain.spec));
+    expect(Object.entries(pv.metadata?.annotations ?? {})).toEqual([
+      ['local-static-provisioner/volume-identity', 'block:7:3'],
+      ...Object.entries(plain.metadata?.annotations ?? {}),
+    ]);
+  });
   it('plain filesystem class', () => {
     const pv = buildLocalPV(input());
     expect(pv).toStrictEqual({
