@@ -193,8 +193,7 @@ export class CleanGuard {
     const recorded = recordedIdentity(pv);
     if (recorded === undefined) return undefined; // Go provisioner / older version: the earlier checks only
     const now = await (this.#o.pathKind ?? pathKind)(t.containerPath);
-    const mounts = now.kind === 'directory' ? await this.mounts(pass) : new Set<string>();
-    const why = identityMismatch(recorded, now, t.containerPath, () => mounts.has(t.containerPath));
+    const why = identityMismatch(recorded, now, t.containerPath);
     return why === undefined ? undefined : { reason: 'identity_mismatch', message: why };
   }
 

@@ -60,17 +60,18 @@ export const recordedIdentity = (pv: { metadata?: { annotations?: Record<string,
 
 /**
  * Why what is at the path now is not the recorded identity, or undefined when
- * it is. `isMountPoint` is asked only for a recorded `mount` on a directory.
- * A missing path is not a mismatch here (the deleter reports it as VolumeMissing).
+ * it is. A missing path, and a directory that is no longer a mount point for
+ * a recorded `mount`, are not a mismatch here: the volume vanished, and the
+ * deleter reports it as VolumeMissing (and cleans it once it is mounted again).
  */
-export function identityMismatch(recorded: string, now: PathKind, path: string, isMountPoint: () => boolean): string | undefined {
+export function identityMismatch(recorded: string, now: PathKind, path: string): string | undefined {
   const where = JSON.stringify(path);
   const rec = JSON.stringify(recorded);
   if (now.kind === 'missing') return undefined;
   if (recorded === IDENTITY_MOUNT) {
     if (now.kind === 'block') return `it was discovered as ${rec} but ${where} now resolves to block device ${now.major}:${now.minor}`;
     if (now.kind !== 'directory') return `it was discovered as ${rec} but ${where} is now neither a directory nor a block device`;
-    return isMountPoint() ? undefined : `it was discovered as ${rec} but ${where} is no longer a mount point`;
+    return undefined; // a directory: a mount point (the volume), or a vanished one (VolumeMissing, see above)
   }
   const m = /^block:(\d+):(\d+)$/.exec(recorded);
   if (!m) return `its identity annotation ${rec} is not one this provisioner writes`;

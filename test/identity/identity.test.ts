@@ -8,22 +8,23 @@ const blk = (major: number, minor: number): PathKind => ({ kind: 'block', major,
 const dir: PathKind = { kind: 'directory' };
 
 describe('volume identity', () => {
-  it('mount: a mount-point directory matches; a block device, a plain directory or a file do not', () => {
-    expect(identityMismatch('mount', dir, '/d/v', () => true)).toBeUndefined();
-    expect(identityMismatch('mount', blk(8, 0), '/d/v', () => true)).toBe('it was discovered as "mount" but "/d/v" now resolves to block device 8:0');
-    expect(identityMismatch('mount', dir, '/d/v', () => false)).toBe('it was discovered as "mount" but "/d/v" is no longer a mount point');
-    expect(identityMismatch('mount', { kind: 'other' }, '/d/v', () => true)).toMatch(/neither a directory nor a block device/);
+  it('mount: a directory matches (mount point or vanished); a block device or a file do not', () => {
+    expect(identityMismatch('mount', dir, '/d/v')).toBeUndefined();
+    expect(identityMismatch('mount', blk(8, 0), '/d/v')).toBe('it was discovered as "mount" but "/d/v" now resolves to block device 8:0');
+    // A directory that is no longer a mount point is a vanished volume (VolumeMissing), not another volume.
+    expect(identityMismatch('mount', dir, '/d/v')).toBeUndefined();
+    expect(identityMismatch('mount', { kind: 'other' }, '/d/v')).toMatch(/neither a directory nor a block device/);
   });
 
   it('block:M:m: the same device number matches; another number, a directory or a malformed value do not', () => {
-    expect(identityMismatch('block:7:3', blk(7, 3), '/d/b', () => false)).toBeUndefined();
-    expect(identityMismatch('block:7:3', blk(7, 4), '/d/b', () => false)).toBe('it was discovered as "block:7:3" but "/d/b" now resolves to block device 7:4');
-    expect(identityMismatch('block:7:3', dir, '/d/b', () => true)).toBe('it was discovered as "block:7:3" but "/d/b" is now a directory');
-    expect(identityMismatch('block:7', blk(7, 3), '/d/b', () => false)).toMatch(/is not one this provisioner writes/);
+    expect(identityMismatch('block:7:3', blk(7, 3), '/d/b')).toBeUndefined();
+    expect(identityMismatch('block:7:3', blk(7, 4), '/d/b')).toBe('it was discovered as "block:7:3" but "/d/b" now resolves to block device 7:4');
+    expect(identityMismatch('block:7:3', dir, '/d/b')).toBe('it was discovered as "block:7:3" but "/d/b" is now a directory');
+    expect(identityMismatch('block:7', blk(7, 3), '/d/b')).toMatch(/is not one this provisioner writes/);
   });
 
   it('a missing path is not a mismatch (the deleter reports it as VolumeMissing)', () => {
-    expect(identityMismatch('mount', { kind: 'missing', error: new Error('ENOENT') }, '/d/v', () => false)).toBeUndefined();
+    expect(identityMismatch('mount', { kind: 'missing', error: new Error('ENOENT') }, '/d/v')).toBeUndefined();
   });
 
   it('discovery: mount for Filesystem; pathKind of a directory and of a missing path; no annotation = no identity', async () => {
