@@ -1,7 +1,7 @@
 // The config's path and limit rules, each asserted on its own (mutation testing,
 // docs/cleanup.md "Mutation testing"): a class is never built without both
 // directories, and a config file is never taken in part.
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -66,6 +66,13 @@ describe('a config file is read whole or not at all', () => {
     expect(err).toBeInstanceOf(ConfigReadError);
     expect((err as ConfigReadError).transient).toBe(true);
     expect((err as Error).message).toContain('kept changing while being read');
+  });
+
+  it('closes every file it read (a daemon re-reading its config on every change must not leak fds)', async () => {
+    for (const k of ['storageClassMap', 'labelsForPV', 'useJobForCleaning']) await writeFile(path.join(dir, k), 'x: y\n');
+    const fds = (await readdir('/proc/self/fd')).length;
+    for (let i = 0; i < 3; i++) await readConfigDir(dir);
+    expect((await readdir('/proc/self/fd')).length).toBe(fds);
   });
 
   it('a file gone between the listing and the open is a race: the read starts over and gets the whole config', async () => {
