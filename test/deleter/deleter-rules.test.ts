@@ -1,7 +1,7 @@
 // The deleter's refusal rules, each asserted on its own (mutation testing,
 // docs/cleanup.md "Mutation testing"). deleter.test.ts has the end-to-end
 // cases with the real cleaners; here the cleaners only count their calls.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import type { CleanResult } from '../../src/deleter/clean-result.ts';
 import { Deleter, type DeleterOptions } from '../../src/deleter/deleter.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import type { Store } from '../../src/kube/informer.ts';
+import { KubeError } from '../../src/kube/port.ts';
 import type { Metrics } from '../../src/metrics/metrics.ts';
 import { generatePVName } from '../../src/volume/naming.ts';
 import { testConfig } from '../support/config.ts';
@@ -114,6 +115,38 @@ describe('Deleter: what a PV must be before anything is cleaned', () => {
     ]);
     expect(await metricValue(metrics.deleteFailedTotal, { mode: 'unknown', type: 'process' })).toBe(1);
     expect(fake.count('delete')).toBe(0);
+  });
+});
+
+describe('Deleter: what is at the path must be the volume', () => {
+  it('a regular file at the path is never cleaned, even when the mount table lists it (a file bind mount): VolumeMissing', async () => {
+    const pv = ours('vol');
+    fake.put('persistentvolumes', pv);
+    const p = join(mountDir, 'vol');
+    writeFileSync(p, 'not a volume');
+    mounts.add(p);
+    await pass(deleter());
+    expect(cleaned).toEqual([]);
+    expect(reasons()).toEqual(['VolumeMissing']);
+    expect(recorder.events[0]?.message).toContain(`path ${JSON.stringify(p)} is neither a directory nor a block device`);
+    expect(fake.count('delete')).toBe(0);
+  });
+});
+
+describe('Deleter: deleting the PV after its clean', () => {
+  it('a PV already gone when it is deleted is not a failure: no Warning, the clean result is consumed', async () => {
+    const pv = ours('vol');
+    fake.put('persistentvolumes', pv);
+    volume('vol');
+    const d = deleter();
+    await pass(d); // cleans
+    expect(procTable.get(pv.metadata!.name!)?.state).toBe('Succeeded');
+    fake.failNext('delete', 'persistentvolumes', new KubeError(404, 'NotFound', 'persistentvolumes "x" not found'));
+    await pass(d); // deletes: 404
+    expect(recorder.events).toEqual([]);
+    expect(procTable.isEmpty()).toBe(true);
+    expect(await metricValue(metrics.deleteFailedTotal)).toBe(0);
+    expect(await metricValue(metrics.deleteTotal, { mode: 'Filesystem', type: 'process' })).toBe(1);
   });
 });
 
