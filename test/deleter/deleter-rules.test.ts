@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import type { ClassConfig } from '../../src/config/types.ts';
 import type { CleanResult } from '../../src/deleter/clean-result.ts';
-import { Deleter, type DeleterOptions } from '../../src/deleter/deleter.ts';
+import { Deleter, directChild, type DeleterOptions } from '../../src/deleter/deleter.ts';
 import { ProcTable } from '../../src/deleter/proctable.ts';
 import type { Store } from '../../src/kube/informer.ts';
 import { KubeError } from '../../src/kube/port.ts';
@@ -198,5 +198,19 @@ describe('Deleter: one clean of a path at a time', () => {
     expect(cleaned).toHaveLength(1);
     release();
     await first.idle();
+  });
+});
+
+describe('directChild: the one path rule of every clean', () => {
+  it('relative paths are never a child of anything (a PV path must be absolute)', () => {
+    expect(directChild('mnt', 'mnt/x')).toBeUndefined();
+    expect(directChild('.', 'x')).toBeUndefined();
+    expect(directChild('/mnt', 'mnt/x')).toBeUndefined();
+  });
+
+  it('the root directory is no child of itself', () => {
+    expect(directChild('/', '/')).toBeUndefined();
+    expect(directChild('/', '//')).toBeUndefined();
+    expect(directChild('/', '/x')).toBe('x');
   });
 });
