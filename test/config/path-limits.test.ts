@@ -7,6 +7,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConfigReadError, readConfigDir } from '../../src/config/load.ts';
 import { parseConfig } from '../../src/config/parse.ts';
+import { boundedParse, YamlLimitError } from '../../src/config/yaml-guard.ts';
+import { Lexer, LineCounter, Parser } from 'yaml';
 
 /** Replaces src/'s next open() of `file` (once). */
 const hook = vi.hoisted(() => ({ file: undefined as string | undefined, open: undefined as (() => Promise<unknown>) | undefined }));
@@ -100,4 +102,31 @@ describe('a config file is read whole or not at all', () => {
     expect((err as ConfigReadError).transient).toBe(false);
     expect((err as Error).message).toContain(`cannot read config file ${file}`);
   });
+});
+
+describe('YAML nesting limit: exactly maxNesting open levels are accepted, one more is not', () => {
+  /** The deepest parser stack after any lexical token of `text` (where boundedParse checks it). */
+  function deepest(text: string): number {
+    const parser = new Parser();
+    let max = 0;
+    for (const lexeme of new Lexer().lex(text)) {
+      for (const _ of parser.next(lexeme)) void _;
+      max = Math.max(max, parser.stack.length);
+    }
+    return max;
+  }
+  const run = (text: string, maxNesting: number): void => {
+    const lines = new LineCounter();
+    for (const _ of boundedParse(new Parser(lines.addNewLine), text, lines, { maxNesting })) void _;
+  };
+
+  it.each([`${'['.repeat(20)}x${']'.repeat(20)}`, `${'- '.repeat(20)}x`, Array.from({ length: 20 }, (_, i) => `${' '.repeat(i)}k:`).join('\n') + ' v\n'])(
+    'the limit is the deepest stack itself (%#)',
+    (text) => {
+      const d = deepest(text);
+      expect(d).toBeGreaterThan(5);
+      expect(() => run(text, d)).not.toThrow();
+      expect(() => run(text, d - 1)).toThrow(YamlLimitError);
+    },
+  );
 });
