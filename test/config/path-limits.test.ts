@@ -94,7 +94,7 @@ describe('a config file is read whole or not at all', () => {
     hook.file = file;
     hook.open = async () => {
       const h = await open(file, 'r');
-      h.read = (() => Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }))) as typeof h.read;
+      h.read = () => Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }));
       return h;
     };
     const err = await readConfigDir(dir).catch((e: unknown) => e);
