@@ -87,6 +87,17 @@ describe('a config file is read whole or not at all', () => {
     expect(got.files).toEqual({ storageClassMap: 'local:\n  hostDir: /mnt/disks\n  mountDir: /mnt/disks\n' });
   });
 
+  it('a file that cannot be opened (not ENOENT) is a ConfigReadError that is not transient: the config is invalid, not retried', async () => {
+    const file = path.join(dir, 'storageClassMap');
+    await writeFile(file, 'x: y\n');
+    hook.file = file;
+    hook.open = () => Promise.reject(Object.assign(new Error(`EACCES: permission denied, open '${file}'`), { code: 'EACCES' }));
+    const err = await readConfigDir(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigReadError);
+    expect((err as ConfigReadError).transient).toBe(false);
+    expect((err as Error).message).toBe(`cannot read config file ${file}: permission denied`);
+  });
+
   it('any other error while reading is a ConfigReadError that is not transient, naming the file', async () => {
     const file = path.join(dir, 'storageClassMap');
     await writeFile(file, 'x: y\n');
