@@ -65,3 +65,14 @@ describe('cleanFilesystem: abort', () => {
     expect(openFds()).toBe(fdsBefore);
   });
 });
+
+describe('cleanFilesystem: the fresh mount check', () => {
+  it('a mount table that cannot be read fails the clean (it never throws) and removes nothing', async () => {
+    const { vol } = volume();
+    writeFileSync(join(vol, 'data'), 'x');
+    const r = await cleanFilesystem(vol, { mountInfoPath: join(dir, 'no-such-mountinfo') });
+    expect(r.ok).toBe(false);
+    expect(r.error).toMatch(new RegExp(`^cannot check that ${vol} is still the volume's mount point: .*; nothing was removed$`));
+    expect(readdirSync(vol)).toEqual(['data']);
+  });
+});
