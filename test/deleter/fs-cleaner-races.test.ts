@@ -110,6 +110,21 @@ describe('cleanFilesystem: the tree changing under the walk', () => {
     expect(openFds()).toBe(fds);
   });
 
+  it.each([
+    ['ELOOP', 'was replaced by a symlink or a non-directory during the clean; not followed'],
+    ['EMFILE', 'cannot open: EMFILE'],
+  ])('an open of a directory failing with %s fails the clean with that reason', async (code, why) => {
+    mkdirSync(join(vol, 'sub'));
+    hook.name = 'sub';
+    hook.open = () => {
+      throw Object.assign(new Error(`${code}: open failed`), { code });
+    };
+    const r = await cleanFilesystem(vol, { mountInfoPath });
+    expect(r.ok).toBe(false);
+    expect(r.error).toBe(`${vol}/sub: ${why}`);
+    expect(readdirSync(vol)).toEqual(['sub']);
+  });
+
   it('a directory that vanished after its lstat is simply gone: the clean succeeds', async () => {
     mkdirSync(join(vol, 'sub'));
     writeFileSync(join(vol, 'file'), 'x');
