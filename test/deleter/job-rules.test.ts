@@ -36,6 +36,7 @@ describe('jobPhase: a Job has succeeded only when Kubernetes says so', () => {
     expect(jobPhase(withStatus({ conditions: [cond('FailureTarget', 'Unknown')] }))).toBe('Running');
     expect(jobPhase(withStatus({ conditions: [cond('Complete', 'True')] }))).toBe('Succeeded');
     expect(jobPhase(withStatus({ conditions: [cond('FailureTarget', 'True')] }))).toBe('Failed');
+    expect(jobPhase(withStatus({ conditions: [cond('Suspended', 'True')] }))).toBe('Running');
   });
 
   it('a Job with active pods and no verdict is running, with or without a backoff limit', () => {
