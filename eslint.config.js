@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.cache/**', 'e2e/controlplane/**'] },
+  { ignores: ['dist/**', 'node_modules/**', '.cache/**', 'e2e/controlplane/**', 'reports/**', '.stryker-tmp/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -24,5 +24,5 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-assignment': 'off',
     },
   },
-  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['eslint.config.js', 'stryker.config.mjs', 'scripts/stryker-ignore-text.mjs'], ...tseslint.configs.disableTypeChecked },
 );
