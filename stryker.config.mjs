@@ -30,18 +30,19 @@ function line(file, prefix) {
 
 // The safety checks (docs/cleanup.md, "Mutation testing"): MUTATION_SCOPE=safety.
 const SAFETY = [
-  // deleter: selection, refusal checks (direct child, path in use, name), volume identity, delete after clean
-  ...['#consider', '#resolve', '#refused', '#volumeKeys', '#pathIndex', '#deletePV', '#deleteAfterClean', '#checkVolume', 'directChild'].map(
-    (f) => fn('src/deleter/deleter.ts', f),
-  ),
-  line('src/deleter/deleter.ts', 'export const normalizePath'),
+  // deleter: selection, admission through the guard, delete after clean, the volume check
+  ...['#consider', '#resolve', '#admit', '#refuse', '#recheck', '#deletePV', '#deleteAfterClean', '#checkVolume'].map((f) => fn('src/deleter/deleter.ts', f)),
+  'src/deleter/guard.ts', // the refusal checks: direct child, path in use, name, claim still exists, volume identity
+  'src/identity/identity.ts', // the recorded identity and the mismatch rule
   'src/deleter/fs-cleaner.ts', // the Filesystem cleaner's rules
   'src/deleter/orphans.ts', // state-dir trust rules, kill refusals
   'src/deleter/proctable.ts', // UID binding
-  // job controller: which PV a Job stands for, when its PV is deleted
-  ...['status', '#process', '#succeeded'].map((f) => fn('src/deleter/jobcontroller.ts', f)),
+  // job controller: which PV a Job stands for, its withdrawal, the re-check before its PV is deleted
+  ...['status', 'withdraw', '#process', '#succeeded', '#passesChecks', '#deletePV'].map((f) => fn('src/deleter/jobcontroller.ts', f)),
   ...['jobTarget', 'jobPhase'].map((f) => fn('src/deleter/job.ts', f)),
   'src/host/mountinfo.ts', // the mount table the mount checks read
+  'src/host/volume-nesting.ts', // entries inside another volume
+  'src/host/block-usage.ts', // block devices in use
   fn('src/host/stat.ts', 'detectVolumeMode'),
   fn('src/volume/pv-cache.ts', 'pvOnThisNode'),
   'src/volume/naming.ts',
@@ -55,10 +56,11 @@ export default {
   // The unit project only, as one project (vitest.stryker.config.ts); never e2e.
   vitest: { configFile: 'vitest.stryker.config.ts', pool: 'threads', related: true },
   mutate: [
-    ...(process.env['MUTATION_SCOPE'] === 'safety' ? SAFETY : ['src/deleter/**/*.ts', 'src/volume/**/*.ts', 'src/host/**/*.ts']),
+    ...(process.env['MUTATION_SCOPE'] === 'safety' ? SAFETY : ['src/deleter/**/*.ts', 'src/identity/**/*.ts', 'src/volume/**/*.ts', 'src/host/**/*.ts']),
     // src/config: the path and limit checks only.
     fn('src/config/parse.ts', 'readDirs'), // hostDir/mountDir set, absolute, not "/"
-    fn('src/config/parse.ts', 'checkSharedDirs'), // no two classes share a hostDir or mountDir
+    fn('src/config/parse.ts', 'checkOverlappingDirs'), // no two classes share a directory or nest
+    'src/config/paths.ts', // system roots, unprintable characters
     fn('src/config/load.ts', 'readOne'), // --max-config-file-size
     'src/config/yaml-guard.ts', // nesting, node count, forbidden characters
   ],

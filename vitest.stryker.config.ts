@@ -15,6 +15,6 @@ export default defineConfig({
     name: 'unit',
     // Instrumented code on a shared 2-core machine is slower than a plain run.
     testTimeout: 30_000,
-    include: ['test/{deleter,volume,host,config,discovery}/**/*.test.ts'],
+    include: ['test/{deleter,identity,volume,host,config,discovery}/**/*.test.ts'],
   },
 });
