@@ -121,7 +121,7 @@ export class CleanGuard {
     if (typeof target === 'string') return { kind: 'invalid', why: target };
     const refusals: Refusal[] = [...this.#pathInUse(pv, pass), ...this.#nameMismatch(pv, target)];
     try {
-      const identity = await this.#identity(pv, target, pass);
+      const identity = await this.#identity(pv, target);
       if (identity) refusals.push(identity);
     } catch (e) {
       return { kind: 'unknown', why: `cannot read the mount table: ${errorMessage(e)}` };
@@ -188,8 +188,8 @@ export class CleanGuard {
     ];
   }
 
-  /** identity_mismatch, or undefined; throws when the mount table cannot be read. */
-  async #identity(pv: V1PersistentVolume, t: VolumeTarget, pass: GuardPass): Promise<Refusal | undefined> {
+  /** identity_mismatch, or undefined. */
+  async #identity(pv: V1PersistentVolume, t: VolumeTarget): Promise<Refusal | undefined> {
     const recorded = recordedIdentity(pv);
     if (recorded === undefined) return undefined; // Go provisioner / older version: the earlier checks only
     const now = await (this.#o.pathKind ?? pathKind)(t.containerPath);
