@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseSwaps, readBlockHostFacts } from '../../src/host/block-usage.ts';
+import { heldExclusively, parseSwaps, readBlockHostFacts } from '../../src/host/block-usage.ts';
 import type { MountPropagation } from '../../src/host/mountinfo.ts';
 
 const mnt = (mountPoint: string, devno: string, source: string): MountPropagation => ({ mountPoint, devno, source, root: '/', fsType: 'ext4', tags: [] });
@@ -79,8 +79,15 @@ describe.skipIf(process.getuid?.() !== 0)('readBlockHostFacts (needs root: mknod
   });
 
   it('a missing swaps file means no swap; any other read error is thrown (the entry is refused)', async () => {
-    expect((await readBlockHostFacts([], { swapsPath: join(tmp, 'none') })).swapDevnos).toEqual(new Set());
+    const none = await readBlockHostFacts([], { swapsPath: join(tmp, 'none') });
+    expect([none.swapDevnos, none.swapNames]).toEqual([new Set(), new Set()]);
     mkdirSync(join(tmp, 'dir'));
     await expect(readBlockHostFacts([], { swapsPath: join(tmp, 'dir') })).rejects.toThrow(/EISDIR/);
+  });
+
+  it('heldExclusively: a path it can open and close is not held; an open that fails other than EBUSY is thrown, never "free"', async () => {
+    writeFileSync(join(tmp, 'file'), 'x');
+    expect(await heldExclusively(join(tmp, 'file'))).toBe(false);
+    await expect(heldExclusively(node('nodriver', 200))).rejects.toThrow(/ENXIO|ENODEV/);
   });
 });
