@@ -1,11 +1,11 @@
 // The host facts behind "a block device in use gets no PV" (src/host/block-usage.ts), asserted directly
 // (mutation testing, docs/cleanup.md "Mutation testing"); the discoverer tests cover the whole check.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { heldExclusively, parseSwaps, readBlockHostFacts } from '../../src/host/block-usage.ts';
+import { blockDeviceUsage, heldExclusively, parseSwaps, readBlockHostFacts } from '../../src/host/block-usage.ts';
 import type { MountPropagation } from '../../src/host/mountinfo.ts';
 
 const mnt = (mountPoint: string, devno: string, source: string): MountPropagation => ({ mountPoint, devno, source, root: '/', fsType: 'ext4', tags: [] });
@@ -89,5 +89,17 @@ describe.skipIf(process.getuid?.() !== 0)('readBlockHostFacts (needs root: mknod
     writeFileSync(join(tmp, 'file'), 'x');
     expect(await heldExclusively(join(tmp, 'file'))).toBe(false);
     await expect(heldExclusively(node('nodriver', 200))).rejects.toThrow(/ENXIO|ENODEV/);
+  });
+
+  it('blockDeviceUsage: holders that cannot be listed (not ENOENT) are an error, never "no holders"', async () => {
+    const dev = node('nd9', 9);
+    const sys = join(tmp, 'sys');
+    const dir = join(sys, 'devices', 'virtual', 'block', 'nd9');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'holders'), 'not a directory');
+    mkdirSync(join(sys, 'dev', 'block'), { recursive: true });
+    symlinkSync(dir, join(sys, 'dev', 'block', '250:9'));
+    const facts = { mounted: new Map(), roots: new Map(), swapDevnos: new Set<string>(), swapNames: new Set<string>() };
+    await expect(blockDeviceUsage(dev, 1024n, facts, { sysRoot: sys, heldExclusively: () => Promise.resolve(false) })).rejects.toThrow(/ENOTDIR/);
   });
 });
