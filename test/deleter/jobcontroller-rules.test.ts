@@ -76,6 +76,17 @@ describe('JobController re-check before the PV delete', () => {
     expect(fake.object('persistentvolumes', V('pv1'))).toBeDefined();
   });
 
+  it('a claim lookup that fails again and again keeps the Job (retried) until it works; then the PV is deleted', async () => {
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1' }));
+    for (let i = 0; i < 3; i++) fake.failNext('list', 'persistentvolumeclaims', new KubeError(503, 'ServiceUnavailable', 'try later'));
+    fake.put('jobs', { ...makeJob(pv), status: complete });
+    controller();
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', V('pv1'))).toBeUndefined());
+    expect(fake.count('list', 'persistentvolumeclaims')).toBe(4);
+    expect(fake.requests.filter((r) => r.verb === 'delete').map((r) => r.kind)).toEqual(['persistentvolumes', 'jobs']);
+    expect(recorder.events).toEqual([]);
+  });
+
   it.each([
     [409, 'Conflict'],
     [404, 'NotFound'],
