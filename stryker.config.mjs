@@ -21,13 +21,6 @@ function fn(file, name) {
   return `${file}:${start + 1}-${end + 1}`;
 }
 
-/** "file:n-n" for the one line of `file` that starts with `prefix`. */
-function line(file, prefix) {
-  const n = readFileSync(new globalThis.URL(file, import.meta.url), 'utf8').split('\n').findIndex((l) => l.startsWith(prefix));
-  if (n < 0) throw new Error(`stryker.config.mjs: no line ${prefix} in ${file}`);
-  return `${file}:${n + 1}-${n + 1}`;
-}
-
 // The safety checks (docs/cleanup.md, "Mutation testing"): MUTATION_SCOPE=safety.
 const SAFETY = [
   // deleter: selection, admission through the guard, delete after clean, the volume check
