@@ -124,7 +124,7 @@ export class CleanGuard {
       const identity = await this.#identity(pv, target);
       if (identity) refusals.push(identity);
     } catch (e) {
-      return { kind: 'unknown', why: `cannot read the mount table: ${errorMessage(e)}` };
+      return { kind: 'unknown', why: `cannot check the volume identity: ${errorMessage(e)}` };
     }
     // No API request for a PV that is refused anyway.
     if (opts.claims && refusals.length === 0) {

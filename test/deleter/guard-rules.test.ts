@@ -70,7 +70,7 @@ describe('CleanGuard.check', () => {
     pv.metadata!.annotations = { ...pv.metadata!.annotations, 'local-static-provisioner/volume-identity': 'mount' };
     const v = await guard({ pathKind: () => Promise.reject(new Error('boom')) }).check(pv, {}, { claims: false });
     expect(v.kind).toBe('unknown');
-    expect(v.kind === 'unknown' && v.why).toBe('cannot read the mount table: boom');
+    expect(v.kind === 'unknown' && v.why).toBe('cannot check the volume identity: boom');
   });
 
   it('path_in_use names every other PV of the volume once, sorted', async () => {
