@@ -95,11 +95,8 @@ export function discoveryDirProblem(
   const dir = clean(mountDir);
   const outer = others.map(clean).find((o) => below(o, dir));
   if (outer !== undefined) return `it lies inside the mountDir ${JSON.stringify(outer)} of another class, where tenants' volumes live`;
-  const holder = mountHolding(mounts, dir);
-  const territory = holder && [...others, dir].map(clean).find((o) => below(o, holder.mountPoint));
-  if (holder && territory !== undefined) {
-    return `it is on the mount ${JSON.stringify(holder.mountPoint)}, which lies inside the discovery dir ${JSON.stringify(territory)} (a volume or something inside one)`;
-  }
+  // A mount holding `dir` that lies inside a class's mountDir needs no check of its own: that mount point is
+  // `dir` or one of its parents, so `dir` then lies inside that mountDir too (`outer` above).
   const v = volumeHolding(mounts, volumes, dir);
   if (v) return `it lies inside the volume mounted at ${JSON.stringify(v.mountPoint)} (same filesystem ${v.devno}, under its root ${JSON.stringify(v.root)})`;
   return undefined;
