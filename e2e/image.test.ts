@@ -133,8 +133,15 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     // The bundles' source maps list every module bundled: production dependencies, never a devDependency.
     const maps = (await sh('find /app/dist -name "*.js.map"')).trim().split('\n');
     expect(maps).toContain('/app/dist/main.js.map');
+    // Read from the container's root filesystem, not through `buildah run cat`: a multi-MB stdout of a
+    // chroot run was seen cut short (JSON.parse: "Unterminated string … at position 2301952").
+    const root = (await store.run(['mount', container])).trim();
     const sources = new Set<string>();
-    for (const m of maps) for (const src of (JSON.parse(await run(['cat', m])) as { sources: string[] }).sources) sources.add(src);
+    try {
+      for (const m of maps) for (const src of (JSON.parse(await readFile(join(root, m), 'utf8')) as { sources: string[] }).sources) sources.add(src);
+    } finally {
+      await store.run(['umount', container]);
+    }
     const fromPackage = (name: string): boolean => [...sources].some((src) => src.includes(`node_modules/${name}/`));
     expect(fromPackage('@kubernetes/client-node')).toBe(true);
     for (const dev of Object.keys(pkg.devDependencies)) expect(fromPackage(dev), dev).toBe(false);

@@ -62,7 +62,7 @@ export function runTool(cmd: string, args: readonly string[], opts: RunToolOptio
   return new Promise((res, rej) => {
     const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const tail: string[] = [];
-    let stdout = '';
+    const stdout: Buffer[] = [];
     const splitter = (): ((chunk: Buffer) => void) => {
       let partial = '';
       return (chunk) => {
@@ -78,7 +78,7 @@ export function runTool(cmd: string, args: readonly string[], opts: RunToolOptio
     const onErr = splitter();
     const onOut = splitter();
     child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString('utf8');
+      stdout.push(c);
       onOut(c);
     });
     child.stderr.on('data', onErr);
@@ -86,7 +86,8 @@ export function runTool(cmd: string, args: readonly string[], opts: RunToolOptio
       rej(new Error(err.code === 'ENOENT' ? `${cmd} was not found on PATH (apt-get install ${cmd})` : `${cmd} could not run: ${err.message}`)),
     );
     child.on('close', (code, signal) => {
-      if (code === 0) return res(stdout);
+      // Decoded once at the end: a chunk boundary may fall inside a multi-byte character.
+      if (code === 0) return res(Buffer.concat(stdout).toString('utf8'));
       const how = signal ? `was killed by ${signal}` : `exited with code ${String(code)}`;
       rej(new Error(`${cmd} ${args.join(' ')} ${how}:\n${tail.join('\n')}`));
     });
