@@ -44,16 +44,20 @@ const CASES = [
 
 let helmBin = '';
 let scratch = '';
+/** The image, which the chart requires (none is published): given first, so a values file's own image wins. */
+let imageValues = '';
 
 beforeAll(async () => {
   helmBin = await ensureHelmBinary({ log: (m) => console.log(`[helm] ${m}`) });
   scratch = mkdtempSync(join(tmpdir(), 'lsp-helm-'));
+  imageValues = join(scratch, 'image.yaml');
+  writeFileSync(imageValues, 'image: registry.example.com/storage/local-static-provisioner:0.1.0\n');
 }, 900_000);
 afterAll(() => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-const valuesArgs = (values: string | undefined): string[] => (values === undefined ? [] : ['-f', join(examplesDir, values)]);
+const valuesArgs = (values: string | undefined): string[] => ['-f', imageValues, ...(values === undefined ? [] : ['-f', join(examplesDir, values)])];
 
 class Rendering {
   readonly docs: readonly KubernetesObject[];
@@ -114,7 +118,7 @@ const renderWith = (values: Record<string, unknown>): Promise<Rendering> => rend
 
 /** helm template that must fail; returns its message. */
 async function renderFails(values: Record<string, unknown>): Promise<string> {
-  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', valuesFile(values)], scratch);
+  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', imageValues, '-f', valuesFile(values)], scratch);
   expect(r.code, `helm template should fail for ${JSON.stringify(values)}`).not.toBe(0);
   return r.stderr;
 }
@@ -183,7 +187,8 @@ describe('helm lint and helm template', () => {
     expect(r.container.imagePullPolicy).toBe('IfNotPresent');
     expect(r.container.securityContext).toEqual({ privileged: true, allowPrivilegeEscalation: true });
     expect(r.container.resources).toEqual({ limits: { memory: '512Mi', cpu: '1000m' }, requests: { memory: '32Mi', cpu: '10m' } });
-    expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60 });
+    // (timeoutSeconds and failureThreshold: this chart's defaults, the Go chart's values, merged in by helm)
+    expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60, timeoutSeconds: 5, failureThreshold: 3 });
     // the discovery root is mounted too (ours); the Go chart's class dirs outside it keep their volumes
     expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks', '/mnt/retained-disks', '/etc/signal']);
     const pod = r.daemonSet.spec!.template;
@@ -327,22 +332,25 @@ describe('helm lint and helm template', () => {
       expect(sibling.diskVolumes.volumes).toEqual([rootVolume, classVolume('other', '/mnt/disks-other')]);
     });
 
-    it('no two volumes for one host path, no two mounts at one container path', async () => {
-      const shared = await renderWith({
+    it('no two classes on one directory (the daemon refuses them), no two mounts at one container path', async () => {
+      const separate = await renderWith({
         classes: [
-          { name: 'a', hostDir: '/mnt/shared', namePattern: 'a-*' },
-          { name: 'b', hostDir: '/mnt/shared/', namePattern: 'b-*' },
-          { name: 'c', hostDir: '/mnt/shared', mountDir: '/mnt/shared-c', namePattern: 'c-*' },
+          { name: 'a', hostDir: '/mnt/shared-a' },
+          { name: 'c', hostDir: '/mnt/shared-c', mountDir: '/data/c' },
           { name: 'root-itself', hostDir: '/mnt/disks' },
         ],
       });
-      expect(shared.diskVolumes).toEqual({
-        volumes: [rootVolume, classVolume('a', '/mnt/shared')],
-        mounts: [rootMount, classMount('a', '/mnt/shared'), classMount('a', '/mnt/shared-c')],
+      expect(separate.diskVolumes).toEqual({
+        volumes: [rootVolume, classVolume('a', '/mnt/shared-a'), classVolume('c', '/mnt/shared-c')],
+        mounts: [rootMount, classMount('a', '/mnt/shared-a'), classMount('c', '/data/c')],
       });
-      await expectApiAccepts(shared);
+      await expectApiAccepts(separate);
+      // two classes sharing a hostDir render nothing: the daemon would reject the config (e2e/helm-upgrade.test.ts)
+      expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/shared' }, { name: 'b', hostDir: '/mnt/shared/' }] })).toMatch(
+        /classes\[1\] \(b\): hostDir \/mnt\/shared is the same directory as hostDir \/mnt\/shared of classes\[0\] \(a\)/,
+      );
       expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/x' }, { name: 'b', hostDir: '/mnt/b', mountDir: '/mnt/x' }] })).toMatch(
-        /classes\[1\] \(b\): mountDir \/mnt\/x is already where \/mnt\/a is mounted/,
+        /classes\[1\] \(b\): mountDir \/mnt\/x is the same directory as mountDir \/mnt\/x of classes\[0\] \(a\)/,
       );
       expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/disks' }] })).toMatch(/classes\[0\] \(a\): mountDir \/mnt\/disks is already where \/mnt\/disks is mounted/);
       expect(await renderFails({ discoveryRoot: 'mnt/disks' })).toMatch(/discoveryRoot "mnt\/disks" must be an absolute directory other than \//);
@@ -352,7 +360,7 @@ describe('helm lint and helm template', () => {
 
   it('values the daemon cannot run with fail the render with one line naming the value', async () => {
     expect(await renderFails({ enableWindows: true })).toMatch(/enableWindows: local-static-provisioner runs on Linux nodes only/);
-    expect(await renderFails({ image: 'registry.k8s.io/sig-storage/local-volume-provisioner:v2.9.0' })).toMatch(/is the Go provisioner's image/);
+    expect(await renderFails({ image: 'registry.k8s.io/sig-storage/local-volume-provisioner:v2.9.0' })).toMatch(/looks like the Go provisioner's image/);
     expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a' }, { name: 'a', hostDir: '/mnt/b' }] })).toMatch(/classes\[1\]\.name "a" is used twice/);
     expect(await renderFails({ classes: [{ name: 'a' }] })).toMatch(/classes\[0\] \(a\): hostDir is required/);
   });
