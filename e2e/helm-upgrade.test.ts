@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { ensureHelmBinary, helm, type HelmResult } from './harness/helm.ts';
 import { adminClients, uniqueName } from './harness/kube.ts';
+import { helmInstall } from './support/doc-commands.ts';
 import { GO_CHART_VERSION, goChartDefaultValues } from './support/go-chart-values.ts';
 import { parseConfig } from '../src/config/parse.ts';
 import { runDryRun } from '../src/dry-run.ts';
@@ -268,22 +269,13 @@ describe('point 5: values.schema.json types every known key, accepts unknown one
 
 describe('docs (point 15, the Helm parts)', () => {
   const read = (f: string): string => readFileSync(join(repo, 'docs', f), 'utf8');
-  /** The fenced sh blocks of a markdown file. */
-  const shBlocks = (md: string): string[] => [...md.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
-  /** A shell command line with its `\` continuations joined, split into words (single quotes honoured). */
-  const words = (cmd: string): string[] => [...cmd.replace(/\\\n\s*/g, ' ').matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!);
-
   it('getting-started: the Helm step, as written, gives a PV for step 2\'s volume and the StorageClass examples/pvc-and-pod.yaml claims', async () => {
     const md = read('getting-started.md');
     const dir = /^DIR=(\S+)/m.exec(md)?.[1];
     expect(dir).toBe('/mnt/disks/fast-disks');
-    const install = shBlocks(md).map((b) => /^helm install[\s\S]*?[^\\]\n/m.exec(b)?.[0]).find((c) => c !== undefined);
-    if (install === undefined) throw new Error('no helm install command in docs/getting-started.md');
-    const args = words(install);
-    expect(args.slice(0, 2)).toEqual(['helm', 'install']);
-    const [, , release, chart, ...rest] = args;
+    const { release, chart, args } = helmInstall('getting-started.md');
     expect(chart).toBe('./helm/local-static-provisioner');
-    const r = await helm(helmBin, ['template', release!, join(repo, chart!), ...rest], scratch);
+    const r = await helm(helmBin, ['template', release, join(repo, chart), ...args], scratch);
     expect(r.stderr).toBe('');
     const docs = docsOf(r.stdout);
     const parsed = parseConfig(one<V1ConfigMap>(docs, 'ConfigMap').data ?? {});

@@ -1,6 +1,7 @@
 // The Helm chart (helm/local-static-provisioner, issue 13) with the real helm CLI (built from
 // e2e/helm/go.mod by e2e/harness/helm.ts) and the real control plane:
-//  1. `helm lint` and `helm template` of the defaults and of every values file in helm/examples
+//  1. `helm lint` and `helm template` of the defaults, of every values file in helm/examples and of the
+//     `helm install` of docs/getting-started.md as written (a PV for its volume, the StorageClass it claims)
 //     succeed, and what they render is what the Go chart's users expect (same fullname and selector,
 //     the ConfigMap our parser accepts, RBAC by feature); bad values fail with one clear message.
 //  2. Each rendering is server-side applied to the control plane, then the daemon runs as a host
@@ -17,6 +18,7 @@ import type { KubernetesObject, V1ClusterRole, V1Container, V1ConfigMap, V1Daemo
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
+import { helmInstall } from './support/doc-commands.ts';
 import { adminClients, apiStatus, serviceAccountKubeconfig, uniqueName, waitFor } from './harness/kube.ts';
 import { freePort } from './harness/controlplane.ts';
 import { applyManifests, deleteManifests } from './harness/manifests.ts';
@@ -33,14 +35,24 @@ const examplesDir = join(repo, 'helm', 'examples');
 const admin = adminClients();
 const { core, storage } = admin;
 
-/** The defaults, and every values file kept in helm/examples. */
-const CASES = [
+/** The `helm install` of docs/getting-started.md, as written (its namespace aside: each case has its own). */
+const gettingStarted = ((): { args: string[]; docError?: string } => {
+  try {
+    return { args: helmInstall('getting-started.md').args.filter((a, i, all) => a !== '--namespace' && all[i - 1] !== '--namespace') };
+  } catch (err) {
+    return { args: [], docError: (err as Error).message }; // fails that case only
+  }
+})();
+
+/** The defaults, every values file kept in helm/examples, and the getting-started command. */
+const CASES: ReadonlyArray<{ name: string; values: string | undefined; args?: readonly string[]; docError?: string }> = [
   { name: 'defaults', values: undefined },
   { name: 'upstream-keys', values: 'upstream-keys.yaml' },
   { name: 'block-jobs', values: 'block-jobs.yaml' },
   { name: 'taint-removal', values: 'taint-removal.yaml' },
   { name: 'additions', values: 'additions.yaml' },
-] as const;
+  { name: 'getting-started.md', values: undefined, ...gettingStarted },
+];
 
 let helmBin = '';
 let scratch = '';
@@ -124,11 +136,12 @@ async function renderFails(values: Record<string, unknown>): Promise<string> {
 }
 
 describe('helm lint and helm template', () => {
-  it.each(CASES)('$name: lints clean, renders, and the ConfigMap is one the daemon accepts without a warning', async ({ values }) => {
-    const lint = await helm(helmBin, ['lint', chartDir, '--strict', ...valuesArgs(values)], scratch);
+  it.each(CASES)('$name: lints clean, renders, and the ConfigMap is one the daemon accepts without a warning', async ({ values, args = [], docError }) => {
+    if (docError !== undefined) throw new Error(docError);
+    const lint = await helm(helmBin, ['lint', chartDir, '--strict', ...valuesArgs(values), ...args], scratch);
     expect(lint.stdout + lint.stderr, 'helm lint').toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
     expect(lint.code).toBe(0);
-    const r = await render('rel', 'storage', values);
+    const r = await render('rel', 'storage', values, args);
     const parsed = parseConfig(r.configData);
     expect(parsed).toMatchObject({ ok: true });
     expect(parsed.warnings ?? []).toEqual([]);
@@ -386,7 +399,8 @@ function deniedRequests(metrics: string, prefix = 'local_volume_provisioner_'): 
 describe.skipIf(!isRoot())('each rendering applied to the control plane, the daemon run with its identity and ConfigMap', () => {
   const provisionedBy = (node: string) => (pv: V1PersistentVolume): boolean => pv.metadata?.annotations?.['pv.kubernetes.io/provisioned-by']?.startsWith(`local-volume-provisioner-${node}`) === true;
 
-  it.each(CASES)('$name', async ({ name, values }) => {
+  it.each(CASES)('$name', async ({ name, values, args = [], docError }) => {
+    if (docError !== undefined) throw new Error(docError);
     const host = new HostFixtures(`lsp-helm-${name}-`);
     const ns = uniqueName('helm');
     const release = uniqueName('h');
@@ -398,7 +412,7 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
     let cleaner: ProvisionerProcess | undefined;
     try {
       await core.createNamespace({ body: { metadata: { name: ns } } });
-      const r = await render(release, ns, values);
+      const r = await render(release, ns, values, args);
       // No CRD for ServiceMonitor on this control plane: every other object is applied.
       const applicable = r.docs.filter((d) => d.kind !== 'ServiceMonitor');
       writeFileSync(manifest, applicable.map((d) => stringify(d)).join('---\n'));
