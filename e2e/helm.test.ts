@@ -1,6 +1,7 @@
 // The Helm chart (helm/local-static-provisioner, issue 13) with the real helm CLI (built from
 // e2e/helm/go.mod by e2e/harness/helm.ts) and the real control plane:
-//  1. `helm lint` and `helm template` of the defaults and of every values file in helm/examples
+//  1. `helm lint` and `helm template` of the defaults, of every values file in helm/examples and of the
+//     `helm install` of docs/getting-started.md as written (a PV for its volume, the StorageClass it claims)
 //     succeed, and what they render is what the Go chart's users expect (same fullname and selector,
 //     the ConfigMap our parser accepts, RBAC by feature); bad values fail with one clear message.
 //  2. Each rendering is server-side applied to the control plane, then the daemon runs as a host
@@ -17,6 +18,7 @@ import type { KubernetesObject, V1ClusterRole, V1Container, V1ConfigMap, V1Daemo
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
+import { helmInstall } from './support/doc-commands.ts';
 import { adminClients, apiStatus, serviceAccountKubeconfig, uniqueName, waitFor } from './harness/kube.ts';
 import { freePort } from './harness/controlplane.ts';
 import { applyManifests, deleteManifests } from './harness/manifests.ts';
@@ -33,27 +35,41 @@ const examplesDir = join(repo, 'helm', 'examples');
 const admin = adminClients();
 const { core, storage } = admin;
 
-/** The defaults, and every values file kept in helm/examples. */
-const CASES = [
+/** The `helm install` of docs/getting-started.md, as written (its namespace aside: each case has its own). */
+const gettingStarted = ((): { args: string[]; docError?: string } => {
+  try {
+    return { args: helmInstall('getting-started.md').args.filter((a, i, all) => a !== '--namespace' && all[i - 1] !== '--namespace') };
+  } catch (err) {
+    return { args: [], docError: (err as Error).message }; // fails that case only
+  }
+})();
+
+/** The defaults, every values file kept in helm/examples, and the getting-started command. */
+const CASES: ReadonlyArray<{ name: string; values: string | undefined; args?: readonly string[]; docError?: string }> = [
   { name: 'defaults', values: undefined },
   { name: 'upstream-keys', values: 'upstream-keys.yaml' },
   { name: 'block-jobs', values: 'block-jobs.yaml' },
   { name: 'taint-removal', values: 'taint-removal.yaml' },
   { name: 'additions', values: 'additions.yaml' },
-] as const;
+  { name: 'getting-started.md', values: undefined, ...gettingStarted },
+];
 
 let helmBin = '';
 let scratch = '';
+/** The image, which the chart requires (none is published): given first, so a values file's own image wins. */
+let imageValues = '';
 
 beforeAll(async () => {
   helmBin = await ensureHelmBinary({ log: (m) => console.log(`[helm] ${m}`) });
   scratch = mkdtempSync(join(tmpdir(), 'lsp-helm-'));
+  imageValues = join(scratch, 'image.yaml');
+  writeFileSync(imageValues, 'image: registry.example.com/storage/local-static-provisioner:0.1.0\n');
 }, 900_000);
 afterAll(() => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-const valuesArgs = (values: string | undefined): string[] => (values === undefined ? [] : ['-f', join(examplesDir, values)]);
+const valuesArgs = (values: string | undefined): string[] => ['-f', imageValues, ...(values === undefined ? [] : ['-f', join(examplesDir, values)])];
 
 class Rendering {
   readonly docs: readonly KubernetesObject[];
@@ -114,17 +130,18 @@ const renderWith = (values: Record<string, unknown>): Promise<Rendering> => rend
 
 /** helm template that must fail; returns its message. */
 async function renderFails(values: Record<string, unknown>): Promise<string> {
-  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', valuesFile(values)], scratch);
+  const r = await helm(helmBin, ['template', 'rel', chartDir, '-f', imageValues, '-f', valuesFile(values)], scratch);
   expect(r.code, `helm template should fail for ${JSON.stringify(values)}`).not.toBe(0);
   return r.stderr;
 }
 
 describe('helm lint and helm template', () => {
-  it.each(CASES)('$name: lints clean, renders, and the ConfigMap is one the daemon accepts without a warning', async ({ values }) => {
-    const lint = await helm(helmBin, ['lint', chartDir, '--strict', ...valuesArgs(values)], scratch);
+  it.each(CASES)('$name: lints clean, renders, and the ConfigMap is one the daemon accepts without a warning', async ({ values, args = [], docError }) => {
+    if (docError !== undefined) throw new Error(docError);
+    const lint = await helm(helmBin, ['lint', chartDir, '--strict', ...valuesArgs(values), ...args], scratch);
     expect(lint.stdout + lint.stderr, 'helm lint').toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
     expect(lint.code).toBe(0);
-    const r = await render('rel', 'storage', values);
+    const r = await render('rel', 'storage', values, args);
     const parsed = parseConfig(r.configData);
     expect(parsed).toMatchObject({ ok: true });
     expect(parsed.warnings ?? []).toEqual([]);
@@ -183,7 +200,8 @@ describe('helm lint and helm template', () => {
     expect(r.container.imagePullPolicy).toBe('IfNotPresent');
     expect(r.container.securityContext).toEqual({ privileged: true, allowPrivilegeEscalation: true });
     expect(r.container.resources).toEqual({ limits: { memory: '512Mi', cpu: '1000m' }, requests: { memory: '32Mi', cpu: '10m' } });
-    expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60 });
+    // (timeoutSeconds and failureThreshold: this chart's defaults, the Go chart's values, merged in by helm)
+    expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60, timeoutSeconds: 5, failureThreshold: 3 });
     // the discovery root is mounted too (ours); the Go chart's class dirs outside it keep their volumes
     expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks', '/mnt/retained-disks', '/etc/signal']);
     const pod = r.daemonSet.spec!.template;
@@ -327,22 +345,25 @@ describe('helm lint and helm template', () => {
       expect(sibling.diskVolumes.volumes).toEqual([rootVolume, classVolume('other', '/mnt/disks-other')]);
     });
 
-    it('no two volumes for one host path, no two mounts at one container path', async () => {
-      const shared = await renderWith({
+    it('no two classes on one directory (the daemon refuses them), no two mounts at one container path', async () => {
+      const separate = await renderWith({
         classes: [
-          { name: 'a', hostDir: '/mnt/shared', namePattern: 'a-*' },
-          { name: 'b', hostDir: '/mnt/shared/', namePattern: 'b-*' },
-          { name: 'c', hostDir: '/mnt/shared', mountDir: '/mnt/shared-c', namePattern: 'c-*' },
+          { name: 'a', hostDir: '/mnt/shared-a' },
+          { name: 'c', hostDir: '/mnt/shared-c', mountDir: '/data/c' },
           { name: 'root-itself', hostDir: '/mnt/disks' },
         ],
       });
-      expect(shared.diskVolumes).toEqual({
-        volumes: [rootVolume, classVolume('a', '/mnt/shared')],
-        mounts: [rootMount, classMount('a', '/mnt/shared'), classMount('a', '/mnt/shared-c')],
+      expect(separate.diskVolumes).toEqual({
+        volumes: [rootVolume, classVolume('a', '/mnt/shared-a'), classVolume('c', '/mnt/shared-c')],
+        mounts: [rootMount, classMount('a', '/mnt/shared-a'), classMount('c', '/data/c')],
       });
-      await expectApiAccepts(shared);
+      await expectApiAccepts(separate);
+      // two classes sharing a hostDir render nothing: the daemon would reject the config (e2e/helm-upgrade.test.ts)
+      expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/shared' }, { name: 'b', hostDir: '/mnt/shared/' }] })).toMatch(
+        /classes\[1\] \(b\): hostDir \/mnt\/shared is the same directory as hostDir \/mnt\/shared of classes\[0\] \(a\)/,
+      );
       expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/x' }, { name: 'b', hostDir: '/mnt/b', mountDir: '/mnt/x' }] })).toMatch(
-        /classes\[1\] \(b\): mountDir \/mnt\/x is already where \/mnt\/a is mounted/,
+        /classes\[1\] \(b\): mountDir \/mnt\/x is the same directory as mountDir \/mnt\/x of classes\[0\] \(a\)/,
       );
       expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a', mountDir: '/mnt/disks' }] })).toMatch(/classes\[0\] \(a\): mountDir \/mnt\/disks is already where \/mnt\/disks is mounted/);
       expect(await renderFails({ discoveryRoot: 'mnt/disks' })).toMatch(/discoveryRoot "mnt\/disks" must be an absolute directory other than \//);
@@ -352,7 +373,7 @@ describe('helm lint and helm template', () => {
 
   it('values the daemon cannot run with fail the render with one line naming the value', async () => {
     expect(await renderFails({ enableWindows: true })).toMatch(/enableWindows: local-static-provisioner runs on Linux nodes only/);
-    expect(await renderFails({ image: 'registry.k8s.io/sig-storage/local-volume-provisioner:v2.9.0' })).toMatch(/is the Go provisioner's image/);
+    expect(await renderFails({ image: 'registry.k8s.io/sig-storage/local-volume-provisioner:v2.9.0' })).toMatch(/looks like the Go provisioner's image/);
     expect(await renderFails({ classes: [{ name: 'a', hostDir: '/mnt/a' }, { name: 'a', hostDir: '/mnt/b' }] })).toMatch(/classes\[1\]\.name "a" is used twice/);
     expect(await renderFails({ classes: [{ name: 'a' }] })).toMatch(/classes\[0\] \(a\): hostDir is required/);
   });
@@ -378,7 +399,8 @@ function deniedRequests(metrics: string, prefix = 'local_volume_provisioner_'): 
 describe.skipIf(!isRoot())('each rendering applied to the control plane, the daemon run with its identity and ConfigMap', () => {
   const provisionedBy = (node: string) => (pv: V1PersistentVolume): boolean => pv.metadata?.annotations?.['pv.kubernetes.io/provisioned-by']?.startsWith(`local-volume-provisioner-${node}`) === true;
 
-  it.each(CASES)('$name', async ({ name, values }) => {
+  it.each(CASES)('$name', async ({ name, values, args = [], docError }) => {
+    if (docError !== undefined) throw new Error(docError);
     const host = new HostFixtures(`lsp-helm-${name}-`);
     const ns = uniqueName('helm');
     const release = uniqueName('h');
@@ -390,7 +412,7 @@ describe.skipIf(!isRoot())('each rendering applied to the control plane, the dae
     let cleaner: ProvisionerProcess | undefined;
     try {
       await core.createNamespace({ body: { metadata: { name: ns } } });
-      const r = await render(release, ns, values);
+      const r = await render(release, ns, values, args);
       // No CRD for ServiceMonitor on this control plane: every other object is applied.
       const applicable = r.docs.filter((d) => d.kind !== 'ServiceMonitor');
       writeFileSync(manifest, applicable.map((d) => stringify(d)).join('---\n'));

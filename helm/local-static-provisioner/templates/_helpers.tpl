@@ -46,11 +46,28 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-config" (include "lsp.fullname" .) -}}
 {{- end -}}
 
-{{/* The provisioner image (a template, as in the Go chart: "{{ .Chart.AppVersion }}" works). */}}
+{{/*
+The provisioner image (a template, as in the Go chart: "{{ .Chart.AppVersion }}" works). No image is
+published, so it must be set. A repository named like the Go provisioner's images (…local-volume-provisioner,
+…local-volume-node-cleanup: the Go chart's registry.k8s.io and staging images, and any mirror of them) is
+refused: the Go binary does not understand this chart's flags and would crash-loop on every node. An image of
+ours pushed under such a name is allowed with imageIsLocalStaticProvisioner: true.
+*/}}
 {{- define "lsp.image" -}}
-{{- $image := tpl (toString .Values.image) . -}}
-{{- if regexMatch "(^|/)sig-storage/local-volume-provisioner(:|@|$)" $image -}}
-{{- fail (printf "image %q is the Go provisioner's image; this chart runs local-static-provisioner: remove the image value or set it to a local-static-provisioner image (docs/helm.md)" $image) -}}
+{{- include "lsp.checkImage" (list . (tpl (toString (.Values.image | default "")) .) "image") -}}
+{{- end -}}
+
+{{/* (list $ image valueName): the image, or a render failure naming the value. */}}
+{{- define "lsp.checkImage" -}}
+{{- $ := index . 0 -}}
+{{- $image := index . 1 | trim -}}
+{{- $key := index . 2 -}}
+{{- if not $image -}}
+{{- fail (printf "%s is not set, and no image of local-static-provisioner is published (an install without it would stall in ImagePullBackOff): build the image from this repository's Dockerfile (node scripts/build-image.ts, or docker build -t <registry>/local-static-provisioner:%s .), push it to a registry your nodes pull from, and set %s, e.g. --set %s=<registry>/local-static-provisioner:%s (docs/helm.md)" $key $.Chart.AppVersion $key $key $.Chart.AppVersion) -}}
+{{- end -}}
+{{- $repository := regexReplaceAll ":[^/]*$" (regexReplaceAll "@.*$" $image "") "" -}}
+{{- if and (or (hasSuffix "local-volume-provisioner" $repository) (hasSuffix "local-volume-node-cleanup" $repository)) (not (dig "imageIsLocalStaticProvisioner" false $.Values.AsMap)) -}}
+{{- fail (printf "%s %q looks like the Go provisioner's image (its repository ends in %s): this chart passes local-static-provisioner's flags, which the Go binary does not have, so every pod would crash-loop. Set %s to your local-static-provisioner image; if this image really is local-static-provisioner pushed under that name, set imageIsLocalStaticProvisioner=true (docs/helm.md)" $key $image (base $repository) $key) -}}
 {{- end -}}
 {{- $image -}}
 {{- end -}}
@@ -83,16 +100,51 @@ app.kubernetes.io/component: node-cleanup
 {{- end -}}
 
 {{/*
+The daemon refuses a configuration in which two classes' directories (hostDir or mountDir) are the same or one
+lies inside the other (docs/configuration.md): each volume would be two PVs, or a tenant's entry inside one
+class's volume a volume of the other. Such values would render, and every pod would stay not Ready with the
+config rejected; they fail the render here instead, naming both classes.
+*/}}
+{{- define "lsp.checkClassDirs" -}}
+{{- $dirs := list -}}
+{{- range $i, $c := .Values.classes -}}
+{{- if and $c $c.hostDir -}}
+{{- $host := clean (toString $c.hostDir) -}}
+{{- $dirs = append $dirs (dict "i" $i "name" (toString $c.name) "key" "hostDir" "dir" $host) -}}
+{{- $mount := clean (toString (default $c.hostDir $c.mountDir)) -}}
+{{- if ne $mount $host -}}
+{{- $dirs = append $dirs (dict "i" $i "name" (toString $c.name) "key" "mountDir" "dir" $mount) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $b := $dirs -}}
+{{- range $a := $dirs -}}
+{{- if lt $a.i $b.i -}}
+{{- $how := "" -}}
+{{- if eq $a.dir $b.dir -}}{{- $how = "is the same directory as" -}}
+{{- else if hasPrefix (printf "%s/" (trimSuffix "/" $a.dir)) $b.dir -}}{{- $how = "lies inside" -}}
+{{- else if hasPrefix (printf "%s/" (trimSuffix "/" $b.dir)) $a.dir -}}{{- $how = "contains" -}}
+{{- end -}}
+{{- if $how -}}
+{{- fail (printf "classes[%d] (%s): %s %s %s %s %s of classes[%d] (%s); the daemon refuses two classes whose directories overlap (the pods would never become Ready): give each class its own directory, e.g. /mnt/disks/<class> (docs/helm.md)" $b.i $b.name $b.key $b.dir $how $a.key $a.dir $a.i $a.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The hostPath volumes and mounts for the classes, as JSON {"volumes": [...], "mounts": [...]}:
 - discoveryRoot (unless empty), once, at the same path, DirectoryOrCreate: a class whose hostDir is
   that directory or under it, seen at the same path (mountDir unset or equal), needs nothing more, so
   adding such a class is a ConfigMap change only (no pod template change, no restart: hot reload);
 - any other class (the Go chart's layout, e.g. /mnt/fast-disks) gets its own volume, named after it,
   as the Go chart renders it;
-- one volume per host path and one mount per container path: two classes sharing a directory share
-  its volume; two host directories at one mountDir fail the render.
+- no two classes share or nest a directory (lsp.checkClassDirs: the daemon would refuse the config), and a
+  class's mountDir cannot be the root's.
 */}}
 {{- define "lsp.discoveryVolumes" -}}
+{{- include "lsp.checkClassDirs" . -}}
 {{- $root := "" -}}
 {{- with .Values.discoveryRoot -}}
 {{- $root = clean (toString .) -}}
