@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DiscoveryV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1PersistentVolume, type V1Pod, type V1Service } from '@kubernetes/client-node';
+import { DiscoveryV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { freePort, startControlPlane, type ControlPlane } from './harness/controlplane.ts';
@@ -103,25 +103,8 @@ async function serviceMonitorTargets(api: Clients, sm: ServiceMonitor): Promise<
         groups.push(...e.addresses.map((addr) => target(`${addr}:${String(port)}`, e.nodeName, e.targetRef?.name)));
       }
     }
-    // FALLBACK while the harness's node has no address (no InternalIP: its pods, hostNetwork ones
-    // included, get no IP, so the slices list none): the Ready pods the Service selects, which run
-    // with hostNetwork here, at the node's loopback.
-    if (slices.every((sl) => (sl.endpoints ?? []).length === 0)) groups.push(...(await hostNetworkTargets(api, svc, ep.port)).map((t) => target(t.address, t.nodeName, t.pod)));
   }
   return groups;
-}
-
-/** The Ready hostNetwork pods without an IP that `svc` selects, at 127.0.0.1 and the container port behind its port `portName`. */
-async function hostNetworkTargets(api: Clients, svc: V1Service, portName: string): Promise<{ address: string; nodeName?: string | undefined; pod?: string | undefined }[]> {
-  const sel = Object.entries(svc.spec?.selector ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
-  const targetPort = svc.spec?.ports?.find((sp) => sp.name === portName)?.targetPort;
-  const pods = (await api.core.listNamespacedPod({ namespace: svc.metadata?.namespace ?? '', labelSelector: sel })).items;
-  return pods.flatMap((p) => {
-    const ready = p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
-    const port = p.spec?.containers.flatMap((c) => c.ports ?? []).find((cp) => cp.name === targetPort)?.containerPort;
-    if (!ready || port === undefined || p.spec?.hostNetwork !== true || (p.status?.podIP ?? '') !== '') return [];
-    return [{ address: `127.0.0.1:${String(port)}`, nodeName: p.spec.nodeName, pod: p.metadata?.name }];
-  });
 }
 
 /** An HTTP service discovery endpoint for Prometheus serving serviceMonitorTargets (fresh on every poll). */
@@ -265,7 +248,9 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
     const up = await waitFor(async () => (await query('up{job="local-volume-provisioner"} == 1'))[0], { what: 'the daemon a target that is up', timeoutMs: 120_000, intervalMs: 500 });
     measure('pod Ready to target up', performance.now() - t0);
     expect(up.metric).toMatchObject({ job: 'local-volume-provisioner', node: nodeName, pod: pod.metadata?.name });
-    expect(up.metric['instance']).toBe(`${pod.status?.podIP || '127.0.0.1'}:8080`);
+    // The node has an address (e2e/harness/node.ts), so the hostNetwork pod has an IP and the Service an endpoint.
+    expect(pod.status?.podIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    expect(up.metric['instance']).toBe(`${pod.status?.podIP ?? ''}:8080`);
     const rules = (await (await fetch(`${promUrl}/api/v1/rules`)).json()) as { data: { groups: { rules: { name: string; health: string }[] }[] } };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
     expect(loaded).toHaveLength(6);
