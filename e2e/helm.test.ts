@@ -9,7 +9,7 @@
 //     ConfigMap's data as its config dir: discovery creates the PVs, a Released PV is cleaned
 //     (in-process, or by a Job when the rendering says so), a config reload applies, and no API
 //     request is denied except the one the daemon makes on purpose (see expectNoDenied).
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -267,6 +267,26 @@ describe('helm lint and helm template', () => {
 
     const off = await render('rel', 'storage', 'block-jobs.yaml', ['--set', 'rbac.create=false']);
     expect(off.all('Role').length + off.all('ClusterRole').length + off.all('RoleBinding').length + off.all('ClusterRoleBinding').length).toBe(0);
+  });
+
+  it('prometheusRule.enabled: the shipped alert rules as a PrometheusRule, with the labels kube-prometheus-stack selects by', async () => {
+    const shipped = (parseYaml(readFileSync(join(repo, 'deployment', 'monitoring', 'rules.yaml'), 'utf8')) as { groups: { rules: { labels?: Record<string, string> }[] }[] }).groups;
+    expect((await renderWith({})).all('PrometheusRule')).toEqual([]);
+    // Values without the key at all (a Go chart release's values with --reuse-values) render too.
+    expect((await renderWith({ prometheusRule: null })).all('PrometheusRule')).toEqual([]);
+    const r = await renderWith({ prometheusRule: { enabled: true, additionalLabels: { release: 'kube-prometheus-stack' } } });
+    const pr = r.one<KubernetesObject & { spec: { groups: unknown } }>('PrometheusRule');
+    expect(pr).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', metadata: { name: 'rel-local-static-provisioner', namespace: 'storage', labels: { release: 'kube-prometheus-stack', 'app.kubernetes.io/instance': 'rel' } } });
+    expect(pr.spec.groups).toEqual(shipped);
+    // Another namespace, and labels on every alert (a rule's own label wins over them).
+    const r2 = await renderWith({ prometheusRule: { enabled: true, namespace: 'monitoring', additionalRuleLabels: { team: 'storage', severity: 'page' } } });
+    const pr2 = r2.one<KubernetesObject & { spec: { groups: typeof shipped } }>('PrometheusRule');
+    expect(pr2.metadata?.namespace).toBe('monitoring');
+    const want = structuredClone(shipped);
+    for (const rule of want.flatMap((g) => g.rules)) rule.labels = { team: 'storage', severity: 'page', ...rule.labels };
+    expect(pr2.spec.groups).toEqual(want);
+    const lint = await helm(helmBin, ['lint', chartDir, '--strict', '--set', 'prometheusRule.enabled=true', '--set', 'image=registry.example.com/storage/lsp:1.0.0'], scratch);
+    expect(lint.stdout + lint.stderr, 'helm lint').toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
   });
 
   it('our additions: daemon flags, a metrics Service, the node-cleanup Deployment with its own least-privilege identity', async () => {

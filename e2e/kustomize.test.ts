@@ -1,7 +1,8 @@
 // The kustomize base, each component and the example overlay, rendered with the pinned kustomize binary
 // (what `kubectl kustomize` does) and checked: an `images:` override reaches the containers AND
 // JOB_CONTAINER_IMAGE, every object carries app.kubernetes.io/name, the ConfigMap is a valid config whose
-// discovery dirs the DaemonSet mounts, the metrics Service and ServiceMonitor point at real ports, and the
+// discovery dirs the DaemonSet mounts, the metrics Service and ServiceMonitor point at real ports, the
+// PrometheusRule holds deployment/monitoring/rules.yaml's groups, and the
 // API server accepts every object (server-side apply, dryRun=All).
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ApiextensionsV1Api, type KubernetesObject, type V1Container, type V1PodSpec } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { parseConfig } from '../src/config/parse.ts';
 import type { ProvisionerConfig } from '../src/config/types.ts';
 import { adminClients, apiStatus, waitFor } from './harness/kube.ts';
@@ -167,6 +168,66 @@ const serviceMonitorCrd = {
   },
 };
 
+/** A minimal PrometheusRule CRD (structural schema of the fields the component uses), for a real API check. */
+const prometheusRuleCrd = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'prometheusrules.monitoring.coreos.com' },
+  spec: {
+    group: 'monitoring.coreos.com',
+    scope: 'Namespaced',
+    names: { plural: 'prometheusrules', singular: 'prometheusrule', kind: 'PrometheusRule', listKind: 'PrometheusRuleList' },
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: {
+              spec: {
+                type: 'object',
+                properties: {
+                  groups: {
+                    type: 'array',
+                    items: {
+                      type: 'object',
+                      required: ['name'],
+                      properties: {
+                        name: { type: 'string' },
+                        interval: { type: 'string' },
+                        rules: {
+                          type: 'array',
+                          items: {
+                            type: 'object',
+                            required: ['expr'],
+                            properties: {
+                              alert: { type: 'string' },
+                              record: { type: 'string' },
+                              expr: { 'x-kubernetes-int-or-string': true },
+                              for: { type: 'string' },
+                              labels: { type: 'object', additionalProperties: { type: 'string' } },
+                              annotations: { type: 'object', additionalProperties: { type: 'string' } },
+                            },
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+/** The groups of deployment/monitoring/rules.yaml, the one source of the shipped alert rules. */
+const shippedRuleGroups = (): unknown => (parse(readFileSync(resolve(deploymentDir, '..', 'monitoring', 'rules.yaml'), 'utf8')) as { groups: unknown }).groups;
+
 const kubeconfig = (): string => inject('kubeconfig');
 
 /** The kustomization.yaml texts of a Markdown page: its ```yaml blocks of kind Kustomization, dedented. */
@@ -178,27 +239,29 @@ function docOverlays(md: string): string[] {
 
 describe('kustomize: base, components and the example overlay', () => {
   const rendered = new Map<string, Obj[]>();
-  let crdCreated = false;
+  const crdsCreated: string[] = [];
 
   beforeAll(async () => {
     kustomize = await ensureKustomizeBinary({ log: (m) => console.log(`[kustomize] ${m}`) });
     scratch = await mkdtemp(join(tmpdir(), 'lsp-kustomize-'));
     const ext = adminClients().kc.makeApiClient(ApiextensionsV1Api);
-    try {
-      await ext.createCustomResourceDefinition({ body: serviceMonitorCrd });
-      crdCreated = true;
-    } catch (err) {
-      if (apiStatus(err) !== 409) throw err;
+    for (const crd of [serviceMonitorCrd, prometheusRuleCrd]) {
+      try {
+        await ext.createCustomResourceDefinition({ body: crd });
+        crdsCreated.push(crd.metadata.name);
+      } catch (err) {
+        if (apiStatus(err) !== 409) throw err;
+      }
+      await waitFor(
+        async () => (await ext.readCustomResourceDefinition({ name: crd.metadata.name })).status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'),
+        { what: `the ${crd.spec.names.kind} CRD to be Established` },
+      );
     }
-    await waitFor(
-      async () => (await ext.readCustomResourceDefinition({ name: serviceMonitorCrd.metadata.name })).status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'),
-      { what: 'the ServiceMonitor CRD to be Established' },
-    );
   }, 600_000);
 
   afterAll(async () => {
     if (scratch) await rm(scratch, { recursive: true, force: true });
-    if (crdCreated) await adminClients().kc.makeApiClient(ApiextensionsV1Api).deleteCustomResourceDefinition({ name: serviceMonitorCrd.metadata.name }).catch(() => undefined);
+    for (const name of crdsCreated) await adminClients().kc.makeApiClient(ApiextensionsV1Api).deleteCustomResourceDefinition({ name }).catch(() => undefined);
   });
 
   const variants: [string, Component[]][] = [['base', []], ...components.map((c): [string, Component[]] => [c, [c]]), ['all-components', [...components]]];
@@ -257,6 +320,14 @@ describe('kustomize: base, components and the example overlay', () => {
       expect((svc['spec'] as { ports: { name: string }[] }).ports.map((p) => p.name)).toContain(sm.endpoints[0]?.port);
     }
     expect(sm.endpoints[0]?.path).toBe('/metrics');
+
+    // monitoring: the alert rules of deployment/monitoring/rules.yaml as a PrometheusRule, in the base's namespace.
+    for (const n of ['monitoring', 'all-components']) {
+      const pr = one(get(n), 'PrometheusRule', 'local-volume-provisioner') as Obj & { metadata: { namespace?: string }; spec: { groups: unknown } };
+      expect(pr.metadata.namespace, n).toBe('kube-system');
+      expect(pr.spec.groups, `${n}: the PrometheusRule's groups`).toEqual(shippedRuleGroups());
+    }
+    expect(find(get('base'), 'PrometheusRule')).toEqual([]);
   });
 
   it('deployment/overlays/example renders with its image everywhere', async () => {
@@ -265,6 +336,7 @@ describe('kustomize: base, components and the example overlay', () => {
     rendered.set('overlays/example', objs);
     checkCommon(objs, 'registry.example.com/storage/local-static-provisioner:0.1.0');
     expect(find(objs, 'ServiceMonitor')).toHaveLength(1);
+    expect(find(objs, 'PrometheusRule')).toHaveLength(1);
     expect(classes(objs)['block-disks']?.volumeMode).toBe('Block');
   });
 
@@ -293,6 +365,12 @@ describe('kustomize: base, components and the example overlay', () => {
       checkMounts(objs);
       await applyObjects(kubeconfig(), objs, `the overlay in docs/${o.name}`, { dryRun: 'All', fieldManager: 'lsp-e2e-kustomize' });
     }
+  });
+
+  it('a misspelt PrometheusRule field is rejected (the dry run checks the schema)', async () => {
+    const pr = structuredClone(one(rendered.get('monitoring') ?? [], 'PrometheusRule'));
+    (pr['spec'] as { groups: { rules: Record<string, unknown>[] }[] }).groups[0]!.rules[0] = { alert: 'X', expr: 'up', forr: '1m' };
+    await expect(applyObjects(kubeconfig(), [pr], 'a misspelt PrometheusRule', { dryRun: 'All' })).rejects.toThrow(/forr/);
   });
 
   it('a misspelt ServiceMonitor field is rejected (the dry run checks the schema)', async () => {

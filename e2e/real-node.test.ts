@@ -11,10 +11,12 @@
 // `helm install` (a post-renderer adds what the kustomize overlay adds), a scheduled PVC, a new class
 // by `helm upgrade` applied in place, the PV Available again, `helm uninstall` leaving the PVs.
 // Measurements go to the log as `[measure] …` (docs/performance.md, "Real node").
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { AppsV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
+import { promisify } from 'node:util';
+import { AppsV1Api, DiscoveryV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
@@ -22,6 +24,7 @@ import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.
 import { ensureHelmBinary, helm } from './harness/helm.ts';
 import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
 import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
+import { kubectl, startKubectl } from './harness/kubectl.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
 import { startNode, type RealNode } from './harness/node.ts';
@@ -121,6 +124,117 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(all.map((pv) => pv.spec?.local?.path).sort()).toEqual([`/mnt/disks/${cls}/vol1`, `/mnt/disks/${cls}/vol2`]);
     expect(all.map((pv) => pv.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values)).toEqual([[nodeName], [nodeName]]);
     await waitFor(readyPod, { what: 'the provisioner pod Ready (/ready after a discovery pass)', timeoutMs: 60_000 });
+  });
+
+  /** `kubectl <args>` (the testplane's, k8s.io/kubectl) against the control plane; fails the test on a non-zero exit. */
+  const kubectlOk = async (...args: string[]): Promise<string> => {
+    const r = await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', args, { timeoutMs: 120_000 });
+    expect(r.code, `kubectl ${args.join(' ')}: ${r.stderr}`).toBe(0);
+    return r.stdout;
+  };
+
+  /** `kubectl port-forward -n kube-system pod/<pod> <ports>` running; resolves once it listens, with the local port. */
+  async function portForward(pod: string, ports: string): Promise<{ port: string; stderr: () => string; stop: () => Promise<void> }> {
+    const pf = startKubectl(inject('binary'), cp?.adminKubeconfig ?? '', ['port-forward', '-n', 'kube-system', pod, ports]);
+    let out = '';
+    let err = '';
+    pf.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    pf.stderr?.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const exited = new Promise<void>((res) => pf.once('exit', () => res()));
+    const stop = async (): Promise<void> => {
+      if (pf.exitCode === null && pf.signalCode === null) pf.kill('SIGTERM');
+      await exited;
+    };
+    try {
+      const port = await waitFor(() => {
+        if (pf.exitCode !== null) throw new Error(`kubectl port-forward exited ${String(pf.exitCode)}: ${err}`);
+        return /Forwarding from 127\.0\.0\.1:(\d+) -> 8080/.exec(out)?.[1];
+      }, { what: 'kubectl port-forward to listen', timeoutMs: 60_000, intervalMs: 100 });
+      return { port, stderr: () => err, stop };
+    } catch (e) {
+      await stop();
+      throw e;
+    }
+  }
+
+  it('the node has an InternalIP: kubectl logs, exec and port-forward reach the provisioner pod, the metrics Service has its endpoint', async () => {
+    const address = node?.address ?? '';
+    expect(address).toMatch(/^10\.250\.77\.\d+$/);
+    const n = await api.core.readNode({ name: nodeName });
+    expect(n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address).toBe(address);
+    const pod = await waitFor(readyPod, { what: 'the provisioner pod Ready', timeoutMs: 120_000 });
+    const podName = pod.metadata?.name ?? '';
+    expect(pod.status?.podIP, 'a hostNetwork pod has the node IP').toBe(address);
+
+    // The headless metrics Service (deployment/kubernetes/service.yaml) lists the pod at the node IP.
+    const slice = await waitFor(async () => {
+      const l = await api.kc.makeApiClient(DiscoveryV1Api).listNamespacedEndpointSlice({ namespace: 'kube-system', labelSelector: `kubernetes.io/service-name=${baseDaemonSet}` });
+      return l.items.find((e) => e.endpoints?.some((ep) => ep.addresses.includes(address) && ep.conditions?.ready === true));
+    }, { what: `an endpoint ${address} of the Service ${baseDaemonSet}`, timeoutMs: 120_000 });
+    expect(slice.ports?.map((p) => [p.name, p.port])).toEqual([['metrics', 8080]]);
+    expect(slice.endpoints?.find((ep) => ep.addresses.includes(address))?.targetRef?.name).toBe(podName);
+    expect(await kubectlOk('get', 'endpointslices', '-n', 'kube-system', '-l', `kubernetes.io/service-name=${baseDaemonSet}`)).toContain(`${address}`);
+
+    // kubectl logs: the daemon's lines naming the PVs it created.
+    const pvNames = (await pvsOf(cls)).map((pv) => pv.metadata?.name ?? '');
+    expect(pvNames).toHaveLength(2);
+    const logs = await kubectlOk('logs', '-n', 'kube-system', `ds/${baseDaemonSet}`);
+    for (const pv of pvNames) expect(logs).toContain(pv);
+
+    // kubectl exec into the container.
+    expect(await kubectlOk('exec', '-n', 'kube-system', podName, '--', 'node', '/app/dist/main.js', '--version')).toMatch(/\d+\.\d+\.\d+/);
+    expect((await kubectlOk('exec', '-n', 'kube-system', podName, '--', 'ls', '/mnt/disks/fast-disks')).split('\n').filter((l) => l !== '').sort()).toEqual(['vol1', 'vol2']);
+
+    // kubectl port-forward to the pod's metrics port; a scrape through it.
+    const pf = await portForward(podName, ':8080');
+    try {
+      expect(await (await fetch(`http://127.0.0.1:${pf.port}/metrics`)).text()).toMatch(/^local_volume_provisioner_build_info\{/m);
+    } finally {
+      await pf.stop();
+    }
+    expect(pf.stderr()).toBe('');
+  });
+
+  it("docs/operations.md's troubleshooting commands work as written on the real node", async () => {
+    const docs = readFileSync(join(import.meta.dirname, '..', 'docs', 'operations.md'), 'utf8');
+    /** The doc's command (it must be in the doc as written), with its <placeholders> filled. */
+    const fromDoc = (cmd: string, fill: Record<string, string> = {}): string[] => {
+      expect(docs).toContain(cmd);
+      return Object.entries(fill)
+        .reduce((c, [k, v]) => c.replaceAll(`<${k}>`, v), cmd)
+        .split(' ');
+    };
+    const pod = await waitFor(readyPod, { what: 'the provisioner pod Ready', timeoutMs: 120_000 });
+    const podIp = pod.status?.podIP ?? '';
+    // "No PV appears for a disk", step 1: the pod's readiness, then the node's Events.
+    const [, ...getPods] = fromDoc('kubectl get pods -n kube-system -o wide -l app.kubernetes.io/name=local-volume-provisioner');
+    const wide = await kubectlOk(...getPods);
+    expect(wide).toMatch(new RegExp(`^${pod.metadata?.name ?? ''} +1/1 +Running .* ${podIp.replaceAll('.', '\\.')} +${nodeName} `, 'm'));
+    const [curl, ...curlArgs] = fromDoc('curl -s <pod-ip>:8080/ready?verbose', { 'pod-ip': podIp });
+    const ready = await promisify(execFile)(curl ?? '', curlArgs, { timeout: 60_000 });
+    expect(ready.stdout).toContain('readyz check passed');
+    const [, , , , pfPod, pfPorts] = fromDoc('kubectl port-forward -n kube-system <pod> 18080:8080', { pod: pod.metadata?.name ?? '' });
+    const pf = await portForward(pfPod ?? '', pfPorts ?? '');
+    try {
+      const [curl2, ...curl2Args] = fromDoc('curl -s localhost:18080/ready?verbose');
+      expect((await promisify(execFile)(curl2 ?? '', curl2Args, { timeout: 60_000 })).stdout).toContain('readyz check passed');
+    } finally {
+      await pf.stop();
+    }
+    const [, ...events] = fromDoc('kubectl get events --field-selector involvedObject.kind=Node,involvedObject.name=<node>', { node: nodeName });
+    await kubectlOk(...events);
+    // "Events": every Event of the daemon, and the failed cleanups.
+    const [, ...all] = fromDoc('kubectl get events -A --field-selector source=local-volume-provisioner --sort-by=.lastTimestamp');
+    await kubectlOk(...all);
+    const [, ...failed] = fromDoc('kubectl get events -A --field-selector involvedObject.kind=PersistentVolume,reason=VolumeFailedDelete');
+    await kubectlOk(...failed);
+    // "The pod crash-loops ...": the previous container's log (none yet: the pod never restarted).
+    const [, ...previous] = fromDoc('kubectl logs -n kube-system --previous <pod>', { pod: pod.metadata?.name ?? '' });
+    const prev = await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', previous);
+    expect(prev.stderr).toMatch(/previous terminated container .* not found/);
+    // "Which version runs where?": build_info on each pod's /metrics, at the pod IP.
+    expect(docs).toContain("`local_volume_provisioner_build_info` on each pod's `/metrics`");
+    expect(await (await fetch(`http://${podIp}:8080/metrics`)).text()).toMatch(/^local_volume_provisioner_build_info\{/m);
   });
 
   /**

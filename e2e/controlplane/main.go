@@ -1,10 +1,11 @@
 // Command testplane is a multi-call binary holding the parts of a real Kubernetes
 // control plane that the e2e tests need: embedded etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, and the kubelet of the real node (e2e/harness/node.ts).
+// kube-controller-manager, kube-scheduler, the kubelet of the real node (e2e/harness/node.ts), and
+// kubectl (e2e/harness/kubectl.ts: the tests' and the demo's `kubectl logs/exec/port-forward`).
 // Exactly one component runs per process; the TypeScript harness (e2e/harness) starts each one as
 // its own child process.
 //
-// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|version> [flags]
+// Usage: testplane <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|version> [flags]
 // A symlink named after a component works too (argv[0] dispatch).
 package main
 
@@ -21,22 +22,25 @@ import (
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/component-base/version"
+	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const components = "etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|version"
+const components = "etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|version"
 
 func main() {
 	component, args := filepath.Base(os.Args[0]), os.Args[1:]
 	switch component {
-	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet":
+	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl":
 	default:
 		if len(args) == 0 {
 			fmt.Fprintf(os.Stderr, "usage: %s <%s> [flags]\n", component, components)
@@ -66,6 +70,13 @@ func main() {
 		cmd := kubelet.NewKubeletCommand(context.Background())
 		cmd.SetArgs(args)
 		os.Exit(cli.Run(cmd))
+	case "kubectl":
+		// kubectl reads os.Args itself (plugins, -v): make them what a kubectl binary gets.
+		os.Args = append([]string{"kubectl"}, args...)
+		logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) //nolint:errcheck
+		if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
+			kubectlutil.CheckErr(err)
+		}
 	case "version":
 		fmt.Println(version.Get().GitVersion)
 	default:

@@ -531,6 +531,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           '--anonymous-auth=false',
           '--allow-privileged=true',
           '--endpoint-reconciler-type=none',
+          // The real node (node.ts) registers its InternalIP and its name as Hostname, which no DNS
+          // resolves: reach kubelets by IP first (logs, exec, port-forward), as kubeadm clusters do.
+          '--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname',
           '--enable-priority-and-fairness=false',
           '--profiling=false',
         ]);

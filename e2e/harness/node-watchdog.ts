@@ -18,6 +18,8 @@ export interface WatchdogConfig {
   readonly containerdSocket: string;
   /** Name of the CNI bridge (deleted when new). */
   readonly bridge: string;
+  /** Name of the link holding the node's address (deleted when new; absent in configs of older harnesses). */
+  readonly nodeLink?: string;
   /** Dirs whose new mounts are the node's (its dir, the kubelet's and containerd's fixed paths). */
   readonly mountRoots: readonly string[];
   readonly snapshot: HostSnapshot;
@@ -94,7 +96,7 @@ export async function teardown(cfg: WatchdogConfig): Promise<string[]> {
   await stopPids([...pids.values()].filter((p) => p !== kubelet), 5000);
   restoreHost(cfg.snapshot, {
     mountRoots: cfg.mountRoots,
-    ownLink: (name) => name === cfg.bridge || name.startsWith('veth'),
+    ownLink: (name) => name === cfg.bridge || name === cfg.nodeLink || name.startsWith('veth'),
     log,
   });
   const roots = cfg.mountRoots;

@@ -1,7 +1,8 @@
 // A real node beside the e2e control plane, started on demand: containerd (Debian package, root,
 // state and socket in a temp dir), runc, CNI (bridge + host-local from containernetworking-plugins)
 // and the kubelet from the testplane binary. The kubelet and containerd change the host (sysctls,
-// iptables, cgroups, a bridge, fixed paths, mounts): a snapshot is taken first and a detached
+// iptables, cgroups, a bridge, fixed paths, mounts; the harness adds a link holding the node's
+// address): a snapshot is taken first and a detached
 // watchdog (node-watchdog.ts) restores it when stop() asks, or when this process dies (SIGKILL
 // included). One node per host at a time.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -25,6 +26,15 @@ export const cniBinDir = '/usr/lib/cni';
 /** The CNI bridge on the host (deleted by the restore). */
 export const cniBridge = 'lspcni0';
 const podSubnet = '10.244.77.0/24';
+/**
+ * The link that holds the node's address (deleted by the restore). The kubelet refuses a loopback
+ * node IP, and without an address the Node has no InternalIP: the apiserver cannot reach the kubelet
+ * (`kubectl logs/exec/port-forward`: "no preferred addresses found"), a hostNetwork pod has no IP and
+ * a Service no endpoint. A private /32 on a link of its own gives it one, local to this host.
+ */
+export const nodeLink = 'lspnode0';
+/** Where the node's address is taken from: the first 10.250.77.N (N = 1..254) the host does not use. */
+const nodeAddressPrefix = '10.250.77.';
 
 const requiredCommands = ['containerd', 'containerd-shim-runc-v2', 'runc', 'ctr', 'iptables-save', 'ip6tables-save', 'nft', 'ip', 'umount'] as const;
 const requiredPlugins = ['bridge', 'host-local', 'loopback'] as const;
@@ -77,6 +87,8 @@ export interface RealNode {
   /** The node's temp dir (removed by the watchdog once the host is restored). */
   readonly dir: string;
   readonly containerdSocket: string;
+  /** The node's InternalIP (on the link `nodeLink`): the kubelet listens there, hostNetwork pods have it. */
+  readonly address: string;
   readonly logs: Record<'kubelet' | 'containerd' | 'watchdog', string>;
   readonly pids: Record<'kubelet' | 'containerd' | 'watchdog', number>;
   /** Imports an OCI or Docker image archive into the CRI namespace (k8s.io). */
@@ -199,7 +211,7 @@ function cniConfig(dir: string): string {
   });
 }
 
-function kubeletConfig(dir: string, socket: string, port: number, healthzPort: number, extra: Record<string, unknown>): string {
+function kubeletConfig(dir: string, socket: string, address: string, port: number, healthzPort: number, extra: Record<string, unknown>): string {
   return toYaml({
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
@@ -207,7 +219,7 @@ function kubeletConfig(dir: string, socket: string, port: number, healthzPort: n
     failCgroupV1: false,
     failSwapOn: false,
     containerRuntimeEndpoint: `unix://${socket}`,
-    address: '127.0.0.1',
+    address, // the node's InternalIP: where the apiserver reaches the kubelet (logs, exec, port-forward)
     port,
     healthzBindAddress: '127.0.0.1',
     healthzPort,
@@ -224,6 +236,32 @@ function kubeletConfig(dir: string, socket: string, port: number, healthzPort: n
     serializeImagePulls: false,
     ...extra,
   });
+}
+
+/** IPv4 addresses on the host's links. */
+async function hostAddresses(): Promise<Set<string>> {
+  const { stdout } = await execFileP('ip', ['-o', '-4', 'addr', 'show']);
+  return new Set([...stdout.matchAll(/ inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1] ?? ''));
+}
+
+/**
+ * Creates the link `nodeLink` (a dummy; a bridge without ports where the kernel has no dummy driver)
+ * with a free private /32, up; resolves with the address. Called after the watchdog is armed: the
+ * link is new in its snapshot, so the restore deletes it, address included, whatever happens.
+ */
+async function addNodeAddress(): Promise<string> {
+  const used = await hostAddresses();
+  let address: string | undefined;
+  for (let n = 1; n < 255 && address === undefined; n++) if (!used.has(`${nodeAddressPrefix}${n}`)) address = `${nodeAddressPrefix}${n}`;
+  if (address === undefined) throw new Error(`no free address in ${nodeAddressPrefix}0/24 for the node`);
+  try {
+    await execFileP('ip', ['link', 'add', nodeLink, 'type', 'dummy']);
+  } catch {
+    await execFileP('ip', ['link', 'add', nodeLink, 'type', 'bridge']);
+  }
+  await execFileP('ip', ['addr', 'add', `${address}/32`, 'dev', nodeLink]);
+  await execFileP('ip', ['link', 'set', nodeLink, 'up']);
+  return address;
 }
 
 /**
@@ -257,6 +295,7 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
     dir,
     containerdSocket: socket,
     bridge: cniBridge,
+    nodeLink,
     mountRoots: [dir, ...fixedPaths, '/var/lib/kubelet'],
     snapshot: snapshotHost(),
   };
@@ -299,7 +338,10 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
     }
   };
 
+  let address: string;
   try {
+    address = await addNodeAddress();
+    log(`node ${opts.name}: address ${address} on link ${nodeLink}`);
     for (const d of ['cni/net.d', 'kubelet', 'pod-logs', 'volume-plugins']) await mkdir(join(dir, d), { recursive: true });
     await writeFile(join(dir, 'containerd.toml'), containerdConfig(dir, socket, pause.name));
     await writeFile(join(dir, 'cni/net.d/10-lsp-e2e.conflist'), cniConfig(dir));
@@ -315,7 +357,7 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
     await ctr(['images', 'import', pause.archive]);
 
     const [port, healthzPort] = [await freePort(), await freePort()];
-    await writeFile(join(dir, 'kubelet.yaml'), kubeletConfig(dir, socket, port, healthzPort, opts.kubeletConfig ?? {}));
+    await writeFile(join(dir, 'kubelet.yaml'), kubeletConfig(dir, socket, address, port, healthzPort, opts.kubeletConfig ?? {}));
     procs.kubelet = spawnLogged(
       cp.binary,
       [
@@ -325,7 +367,7 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
         `--root-dir=${join(dir, 'kubelet')}`,
         `--cert-dir=${join(dir, 'kubelet-pki')}`,
         `--hostname-override=${opts.name}`,
-        '--node-ip=127.0.0.1',
+        `--node-ip=${address}`,
       ],
       logs.kubelet,
       { ...process.env, TESTPLANE_PARENT_PID: String(process.pid) },
@@ -351,6 +393,7 @@ export async function startNode(cp: NodeControlPlane, opts: NodeOptions): Promis
     name: opts.name,
     dir,
     containerdSocket: socket,
+    address,
     logs,
     pids: { kubelet: pid(procs.kubelet), containerd: pid(procs.containerd), watchdog: pid(watchdog) },
     importImage: async (archive) => {
