@@ -49,6 +49,7 @@ describe.skipIf(!isRoot())('removing a storage class that still has PVs on this 
   let keepLog = '';
   let gate = '';
   let stateDir = '';
+  let keepCleaner = '';
   let withBoth: ConfigSpec;
   let keepOnly: ConfigSpec;
   let watch: PVWatch | undefined;
@@ -86,7 +87,7 @@ describe.skipIf(!isRoot())('removing a storage class that still has PVs on this 
       `dd if=/dev/zero of="$dev" bs=1M count=8 conv=fsync status=none`,
       `echo "done $$ $dev" >> ${JSON.stringify(goneLog)}`,
     ]);
-    const keepCleaner = writeScript(host.path('keep-clean.sh'), ['set -euo pipefail', `echo "start $$ $LOCAL_PV_BLKDEVICE" >> ${JSON.stringify(keepLog)}`]);
+    keepCleaner = writeScript(host.path('keep-clean.sh'), ['set -euo pipefail', `echo "start $$ $LOCAL_PV_BLKDEVICE" >> ${JSON.stringify(keepLog)}`]);
     // hostDir differs from mountDir: cleaning with guessed settings would look in the wrong place.
     const keep = { hostDir: '/mnt/host/keep', mountDir: host.path('keep'), volumeMode: 'Block', blockCleanerCommand: [keepCleaner, marker] } as const;
     const gone = { hostDir: '/mnt/host/gone', mountDir: host.path('gone'), volumeMode: 'Block', blockCleanerCommand: [goneCleaner, marker] } as const;
@@ -173,9 +174,6 @@ describe.skipIf(!isRoot())('removing a storage class that still has PVs on this 
 
   it("after a restart, a Released PV of the removed class is cleaned with that class's remembered settings", async () => {
     await daemons[0]!.stop();
-    const state = JSON.parse(readFileSync(join(stateDir, 'classes.json'), 'utf8')) as { configured: string[]; classes: Record<string, { blockCleanerCommand: string[]; mountDir: string }> };
-    expect(state.configured).toEqual([cls.keep]);
-    expect(state.classes[cls.gone]?.mountDir).toBe(host.path('gone'));
 
     // Released while no daemon runs.
     await core.deleteNamespacedPersistentVolumeClaim({ namespace: ns, name: claims['g2']! });
@@ -192,15 +190,18 @@ describe.skipIf(!isRoot())('removing a storage class that still has PVs on this 
     expect((await readPV(core, pvName('g3')))?.status?.phase).toBe('Bound');
     await sleep(3000);
     expect(await readPV(core, pvName('g2'))).toBeUndefined(); // not rediscovered
+    // What the restarted daemon read: the classes of the last config, and the removed class kept (g3 still names it).
+    const state = JSON.parse(readFileSync(join(stateDir, 'classes.json'), 'utf8')) as { configured: string[]; classes: Record<string, { mountDir: string }> };
+    expect(state.configured).toEqual([cls.keep]);
+    expect(state.classes[cls.gone]?.mountDir).toBe(host.path('gone'));
   }, 10 * 60_000);
 
   it('with the remembered settings forged, a Released PV of the removed class is kept, with an Event, and never cleaned', async () => {
-    await daemons[1]!.stop();
-    const file = join(stateDir, 'classes.json');
-    const state = JSON.parse(readFileSync(file, 'utf8')) as { classes: Record<string, Record<string, unknown>> };
+    for (const d of daemons) await d.stop();
     // A record the config parser refuses (a relative mountDir), pointing at the other class's cleaner.
-    state.classes[cls.gone] = { ...state.classes[cls.gone], mountDir: 'gone', blockCleanerCommand: state.classes[cls.keep]!['blockCleanerCommand'] };
-    writeFileSync(file, JSON.stringify(state), { mode: 0o600 });
+    const forged = { hostDir: '/mnt/host/gone', mountDir: 'gone', blockCleanerCommand: [keepCleaner, marker], volumeMode: 'Block', namePattern: '*' };
+    const state = { version: 1, node, configured: [cls.keep], classes: { [cls.gone]: forged } };
+    writeFileSync(join(stateDir, 'classes.json'), JSON.stringify(state), { mode: 0o600 });
 
     await core.deleteNamespacedPersistentVolumeClaim({ namespace: ns, name: claims['g3']! });
     const released = await waitFor(async () => ((await readPV(core, pvName('g3')))?.status?.phase === 'Released' ? readPV(core, pvName('g3')) : undefined), {
