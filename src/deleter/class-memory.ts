@@ -231,7 +231,7 @@ export class ClassMemory {
   #save(): void {
     const file = this.#file;
     if (file === undefined) return;
-    const tmp = `${file}.tmp`;
+    const tmp = `${file}.${process.pid}.tmp`; // per process: two daemons sharing a state dir never write one temporary file
     try {
       rmSync(tmp, { force: true });
       const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);

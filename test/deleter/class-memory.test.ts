@@ -239,7 +239,7 @@ describe('ClassMemory', () => {
   });
 
   it('writes atomically: a stale temporary file does not matter, the old file is replaced whole', () => {
-    writeFileSync(join(dir, `${CLASS_STATE_FILE}.tmp`), 'garbage');
+    writeFileSync(join(dir, `${CLASS_STATE_FILE}.${process.pid}.tmp`), 'garbage'); // left by a crash of a process with our pid
     const m = ClassMemory.open(dir, NODE, { logger: silentLogger });
     m.apply(cfg({ fast }), () => false);
     expect(readdirSync(dir)).toEqual([CLASS_STATE_FILE]);
