@@ -8,7 +8,7 @@
 // keeps running). Cleanup-mode switches mid-clean: hot-reload-cleaning.test.ts;
 // bursts and kubelet touches: hot-reload-burst.test.ts; 200 reloads:
 // hot-reload-stress.test.ts.
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -26,7 +26,7 @@ import {
   logsWith,
   metric,
   readPV,
-  releasePV,
+  bindPV,
   startTestProvisioner,
   reloadMetric,
   restartsMetric,
@@ -159,9 +159,12 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     expectSameProcess();
   });
 
-  it('removing a class: no new PVs of it, and its Released PVs are still cleaned (last known settings) and deleted', async () => {
+  it('removing a class: no new PVs of it, its Available PVs deleted (volumes untouched), its Released PVs still cleaned (last known settings) and deleted', async () => {
     const doomed = await waitPV(core, pvName(clsC, 'vol1'));
-    const kept = await waitPV(core, pvName(clsC, 'vol2'));
+    const avail = await waitPV(core, pvName(clsC, 'vol2'));
+    // Bound before the removal: the removed class's Available PVs are deleted at once (issue 18, 13).
+    const claim = await bindPV(core, doomed);
+    writeFileSync(join(dirs[clsC]!, 'vol2', 'keep.txt'), 'left alone\n');
     const { [clsC]: _removed, ...rest } = current.classes;
     current = { ...current, classes: rest };
     await applyConfig(prov!, () => write(current));
@@ -179,7 +182,7 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     expect(readdirSync(vol).sort()).toEqual(['nested', 'secret.txt']);
 
     const deletesBefore = await metric(prov!, 'local_volume_provisioner_persistentvolume_delete_total');
-    await releasePV(core, doomed);
+    await core.deleteNamespacedPersistentVolumeClaim({ namespace: 'default', name: claim }); // the PV is Released
     await waitPVGone(core, doomed.metadata!.name!, doomed.metadata!.uid!, 30_000);
     expect(readdirSync(vol)).toEqual([]);
     expect(existsSync(vol)).toBe(true); // the volume root itself is kept
@@ -190,10 +193,11 @@ describe.skipIf(!isRoot())('hot reload: classes, fields, invalid configs', () =>
     await sleep(3000);
     expect(await readPV(core, doomed.metadata!.name!)).toBeUndefined();
     expect(await readPV(core, pvName(clsC, 'late'))).toBeUndefined();
-    // Its other PV is left alone.
-    const still = await readPV(core, kept.metadata!.name!);
-    expect(still?.metadata?.uid).toBe(kept.metadata?.uid);
-    expect(still?.metadata?.resourceVersion).toBe(kept.metadata?.resourceVersion);
+    // Its Available PV is no longer offered: deleted, and its volume is not touched (issue 18, 13).
+    await waitPVGone(core, avail.metadata!.name!, avail.metadata!.uid!, 30_000);
+    expect(await readPV(core, avail.metadata!.name!)).toBeUndefined(); // not offered again
+    expect(readFileSync(join(dirs[clsC]!, 'vol2', 'keep.txt'), 'utf8')).toBe('left alone\n');
+    expect(logsWith(prov!, `Deleted Available PV "${avail.metadata!.name!}"`)).toHaveLength(1);
     expectSameProcess();
   });
 

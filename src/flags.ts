@@ -69,8 +69,11 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --config-dir DIR             the mounted ConfigMap (default "${DEFAULT_CONFIG_DIR}")
   --max-config-file-size SIZE  largest config file (ConfigMap key) read, in bytes, or with a
                                Ki or Mi suffix (default 256Ki); a bigger one makes the config invalid
-  --state-dir DIR              small runtime state: the running block cleaners, so a restarted
-                               daemon can stop those of one that was killed (default
+  --state-dir DIR              small state: the running block cleaners, so a restarted
+                               daemon can stop those of one that was killed, and the last
+                               settings of each storage class (classes.json), so Released PVs
+                               of a class removed from the config are still cleaned after a
+                               restart; put it on the host (hostPath) in a Pod (default
                                "/run/local-volume-provisioner")
   --kube-api-qps N             API client rate limit, requests per second (default ${DEFAULT_QPS})
   --kube-api-burst N           API client burst (default ${DEFAULT_BURST})

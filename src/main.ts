@@ -11,6 +11,7 @@ import { NodeTaintRemover } from './controller/node-taint.ts';
 import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
 import { DEFAULT_JOB_FAILURE_BACKOFF, JobPresence } from './deleter/jobcontroller.ts';
+import { ClassMemory } from './deleter/class-memory.ts';
 import { CleanerRegistry } from './deleter/orphans.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
@@ -74,6 +75,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   const cleanerRegistry = CleanerRegistry.open(opts.stateDir, { logger });
   const reaped = cleanerRegistry?.reapOrphans() ?? 0;
   if (reaped > 0) logger.warn({ reaped }, 'stopped block cleaners left running by a previous daemon');
+  const classMemory = ClassMemory.open(opts.stateDir, opts.nodeName, { logger });
   const procTable = new ProcTable();
   metrics.registerProcTable(() => procTable.stats());
 
@@ -134,6 +136,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     jobFailureBackoff: new KeyedBackoff(DEFAULT_JOB_FAILURE_BACKOFF),
     shutdown: stopping.signal,
     cleanerRegistry,
+    classMemory,
   };
   const supervisor = new Supervisor({
     start: (config, ctx) => startController(pc, config, ctx),

@@ -16,6 +16,7 @@ import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { Deleter } from '../deleter/deleter.ts';
 import { CleanGuard } from '../deleter/guard.ts';
 import { JobController, type JobPresence } from '../deleter/jobcontroller.ts';
+import type { ClassMemory } from '../deleter/class-memory.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
@@ -28,6 +29,7 @@ import type { Readiness } from '../util/readiness.ts';
 import type { KeyedBackoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import type { GenerationEnv } from '../volume/env.ts';
+import { reportRemovedClasses } from './class-removal.ts';
 import type { NodeTaintRemover } from './node-taint.ts';
 import type { Generation, GenerationContext } from './supervisor.ts';
 
@@ -67,6 +69,11 @@ export interface ProcessContext {
   readonly jobFailureBackoff: KeyedBackoff;
   /** Undefined when the state dir cannot be used. */
   readonly cleanerRegistry?: CleanerRegistry | undefined;
+  /**
+   * The last settings of every class, kept in the state dir across restarts (class-memory.ts):
+   * Released PVs of a class removed from the config are cleaned with them.
+   */
+  readonly classMemory?: ClassMemory | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
   readonly shutdown: AbortSignal;
 }
@@ -118,7 +125,7 @@ export async function startController(
   const env: GenerationEnv = {
     config,
     lookupClass: (className: string): ClassConfig | undefined =>
-      config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className),
+      config.storageClassMap[className] ?? ctx.lastKnownClasses.get(className) ?? pc.classMemory?.get(className),
     node: pc.node,
     nodeId: { name: nodeName, uid: nodeUid },
     provisionerName: name,
@@ -133,6 +140,18 @@ export async function startController(
   };
 
   const pvCache = new PVCache(env, { informer: pc.pvInformer, created: pc.createdPVs });
+  // Remember this config's classes (persisted), keep removed ones while PVs of this node name
+  // them, and warn about classes removed since the previous config (or while the daemon was down).
+  if (pc.classMemory) {
+    const named = new Set(pc.pvInformer.list().map((pv) => pv.spec?.storageClassName ?? ''));
+    const { removed } = pc.classMemory.apply(config, (c) => named.has(c));
+    reportRemovedClasses(removed, pvCache.list(), {
+      recorder: pc.recorder,
+      refs: pc.eventRefs,
+      logger: log,
+      remembered: (c) => env.lookupClass(c) !== undefined,
+    });
+  }
   // Run the loop early when one of our PVs is released (or deleted).
   const unsubscribe = pc.pvInformer.on({
     update: (oldPv, newPv) => {

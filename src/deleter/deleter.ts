@@ -116,6 +116,14 @@ interface Volume {
 /** Per-pass state: the mount table is read, and the path index built, at most once per pass (see GuardPass). */
 type Pass = GuardPass;
 
+/** The resourceVersion of `pv` if it is still that PV (UID), of that class, Available, unclaimed and not being deleted. */
+function stillUnclaimed(pv: V1PersistentVolume, uid: string, className: string): string | undefined {
+  const m = pv.metadata;
+  if (m?.uid !== uid || m.deletionTimestamp || !m.resourceVersion) return undefined;
+  if (pv.status?.phase !== 'Available' || pv.spec?.claimRef || pv.spec?.storageClassName !== className) return undefined;
+  return m.resourceVersion;
+}
+
 const modeLabel = (m: string | undefined): ModeLabel => (m === 'Block' || m === 'Filesystem' ? m : 'unknown');
 
 export class Deleter {
@@ -176,9 +184,14 @@ export class Deleter {
   }
 
   async #consider(pv: V1PersistentVolume, pass: Pass): Promise<void> {
-    if (pv.status?.phase !== 'Released' || pv.metadata?.deletionTimestamp) return;
+    const phase = pv.status?.phase;
+    if ((phase !== 'Released' && phase !== 'Available') || pv.metadata?.deletionTimestamp) return;
     const node = { name: this.#env.node.metadata?.name ?? '', uid: this.#env.node.metadata?.uid ?? '' };
     if (!pvOnThisNode(pv, node)) return;
+    if (phase === 'Available') {
+      await this.#withdrawAvailable(pv);
+      return;
+    }
     const policy = pv.spec?.persistentVolumeReclaimPolicy;
     if (policy === 'Retain') {
       this.#log.debug({ pv: pv.metadata?.name }, 'released PV has reclaim policy Retain; leaving it');
@@ -194,6 +207,54 @@ export class Deleter {
     }
     const vol = await this.#resolve(pv, pass);
     if (vol) await this.#deletePV(vol, pass);
+  }
+
+  /**
+   * An Available PV of a class removed from the config is deleted, so that no claim binds it
+   * (docs/hot-reload.md, "Removing a storage class"). It holds no claim's data, its volume is not
+   * touched, and discovery makes a new PV for it if the class comes back. Only a class this daemon
+   * had configured (its settings are remembered) qualifies: a PV of a class it never knew is left
+   * alone. The PV is read again and deleted only if it is still that PV (UID), still Available
+   * with no claimRef (a scheduler or binder may have picked it meanwhile) and not changed since
+   * (resourceVersion precondition): a Bound or Released PV is never deleted here.
+   */
+  async #withdrawAvailable(pv: V1PersistentVolume): Promise<void> {
+    const className = pv.spec?.storageClassName ?? '';
+    if (className in this.#env.config.storageClassMap || this.#env.lookupClass(className) === undefined) return;
+    if (pv.spec?.claimRef) return; // pre-bound to a claim: about to be Bound
+    const name = pv.metadata?.name ?? '';
+    const uid = pv.metadata?.uid ?? '';
+    if (!this.#retry.ready(uid)) return;
+    const fresh = await this.#env.kube.getPersistentVolume(name).catch((e: unknown) => {
+      if (!isNotFound(e)) {
+        this.#retry.failure(uid);
+        this.#log.warn({ pv: name, err: e }, `cannot read PV ${JSON.stringify(name)} of removed storage class ${JSON.stringify(className)}; retrying later`);
+      }
+      return undefined;
+    });
+    if (fresh === undefined) return;
+    const rv = stillUnclaimed(fresh, uid, className);
+    if (rv === undefined) {
+      this.#log.debug({ pv: name, phase: fresh.status?.phase }, 'PV of a removed storage class changed meanwhile; not deleting it');
+      return;
+    }
+    try {
+      await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(name, { uid, resourceVersion: rv }));
+    } catch (e) {
+      if (isNotFound(e)) return;
+      if (isConflict(e)) {
+        this.#log.info({ pv: name }, `PV ${JSON.stringify(name)} changed meanwhile (precondition failed); not deleting it`);
+        return;
+      }
+      const delay = this.#retry.failure(uid);
+      this.#log.warn({ pv: name, err: e, retryInMs: delay }, `cannot delete Available PV ${JSON.stringify(name)} of removed storage class ${JSON.stringify(className)}`);
+      return;
+    }
+    this.#retry.forget(uid);
+    this.#log.warn(
+      { pv: name, class: className, path: fresh.spec?.local?.path },
+      `Deleted Available PV ${JSON.stringify(name)}: its storage class ${JSON.stringify(className)} is no longer in the configuration, so it must not be offered; its volume is left untouched`,
+    );
   }
 
   /** Records an event (and runs `also`) at most once per warn-backoff window per PV and reason. */

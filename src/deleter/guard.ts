@@ -107,7 +107,9 @@ export class CleanGuard {
     if (!localPath) return 'Unsupported volume type: only local volumes are cleaned';
     const className = pv.spec?.storageClassName ?? '';
     const cls = this.#env.lookupClass(className);
-    if (!cls) return `Unknown storage class name ${className}`;
+    if (!cls) {
+      return `Unknown storage class name ${className}: the class is not in the configuration and its last settings are not known on this node, so the volume is not cleaned and the PV is kept (add the class back to the configuration to have it cleaned, or clean the volume and delete the PV by hand)`;
+    }
     const entry = directChild(cls.hostDir, localPath);
     if (entry === undefined) {
       return `refusing to clean: path ${JSON.stringify(localPath)} is not a direct child of hostDir ${JSON.stringify(cls.hostDir)} of class ${JSON.stringify(className)}`;

@@ -28,6 +28,8 @@ export const REASON_CONFIG_INVALID = 'ConfigInvalid';
 export const REASON_CONFIG_NO_KNOWN_KEY = 'ConfigNoKnownKey';
 export const REASON_CONFIG_RELOADED = 'ConfigReloaded';
 export const REASON_CONTROLLER_START_FAILED = 'ControllerStartFailed';
+/** A storage class left the config while PVs of this node still name it (issue 18, 13). */
+export const REASON_STORAGE_CLASS_REMOVED = 'StorageClassRemoved';
 
 // The node-cleanup controller (on the PVC).
 export const REASON_NODE_DELETED = 'ReferencedNodeDeleted';
@@ -51,5 +53,6 @@ export const EVENT_REASONS: readonly string[] = [
   REASON_CONFIG_NO_KNOWN_KEY,
   REASON_CONFIG_RELOADED,
   REASON_CONTROLLER_START_FAILED,
+  REASON_STORAGE_CLASS_REMOVED,
   REASON_NODE_DELETED,
 ];

@@ -263,7 +263,9 @@ describe('Deleter filesystem volumes', () => {
     fsVolume('pv1');
     const d1 = makeDeleter();
     await pass(d1);
-    expect(recorder.events[0]?.message).toBe(`Error cleaning PV "${N('pv1', 'removed')}": Unknown storage class name removed`);
+    expect(recorder.events[0]?.message).toBe(
+      `Error cleaning PV "${N('pv1', 'removed')}": Unknown storage class name removed: the class is not in the configuration and its last settings are not known on this node, so the volume is not cleaned and the PV is kept (add the class back to the configuration to have it cleaned, or clean the volume and delete the PV by hand)`,
+    );
     expect(await metricValue(metrics.deleteFailedTotal, { mode: 'unknown', type: 'process' })).toBe(1);
     const cls = classConfig();
     const d2 = makeDeleter({ lookupClass: (n) => (n === 'removed' ? cls : undefined) });
@@ -851,5 +853,80 @@ describe.skipIf(!isRoot)('Deleter identity_mismatch (issue 17, point 3c)', () =>
     expect(runs()).toBe(2);
     expect(pvExists('blk')).toBe(false);
     expect(await identityRefusals()).toBe(0);
+  });
+});
+
+// Issue 18, 13: an Available PV of a class removed from the config is not offered any more.
+describe('Deleter: Available PVs of a removed storage class', () => {
+  /** The class 'gone' is not in the config; its last settings are remembered unless `known` is false. */
+  const removedDeleter = (known = true): Deleter => {
+    const gone = classConfig();
+    return makeDeleter({ lookupClass: (n) => (n === 'sc1' ? classConfig() : known && n === 'gone' ? gone : undefined) });
+  };
+  const goneName = (file: string): string => N(file, 'gone');
+  const exists = (name: string): boolean => fake.object('persistentvolumes', name) !== undefined;
+
+  it('deletes an Available PV of a removed class, with UID and resourceVersion preconditions, and leaves its volume alone', async () => {
+    const pv = fake.put('persistentvolumes', makePV('a', { cls: 'gone', phase: 'Available' }));
+    const dir = fsVolume('a');
+    const d = removedDeleter();
+    await pass(d);
+    expect(exists(goneName('a'))).toBe(false);
+    expect(fake.requests.filter((r) => r.kind === 'persistentvolumes').map((r) => r.verb)).toEqual(['get', 'delete']);
+    expect(readdirSync(dir).sort()).toEqual(['.dot', 'sub']); // no clean: the PV held no claim's data
+    expect(recorder.events).toEqual([]);
+    expect(pv.metadata?.resourceVersion).toBeTruthy();
+  });
+
+  it('never deletes a PV of a configured class, of a class it never knew, a pre-bound one, a Bound or a Released one', async () => {
+    fake.put('persistentvolumes', makePV('kept', { phase: 'Available' })); // sc1: configured
+    fake.put('persistentvolumes', makePV('bound', { cls: 'gone', phase: 'Bound' }));
+    fake.put('persistentvolumes', makePV('pending', { cls: 'gone', phase: 'Pending' }));
+    fake.put('persistentvolumes', makePV('never', { cls: 'never-known', phase: 'Available' }));
+    const prebound = makePV('prebound', { cls: 'gone', phase: 'Available' });
+    prebound.spec!.claimRef = { namespace: 'ns', name: 'claim' };
+    fake.put('persistentvolumes', prebound);
+    const d = removedDeleter();
+    await pass(d);
+    await pass(d);
+    expect(fake.objects('persistentvolumes').map((p) => p.metadata?.name).sort()).toEqual(
+      [N('kept'), goneName('bound'), goneName('pending'), N('never', 'never-known'), goneName('prebound')].sort(),
+    );
+    expect(fake.requests.filter((r) => r.verb === 'delete')).toEqual([]);
+  });
+
+  it('keeps an Available PV of a removed class whose settings are not known', async () => {
+    fake.put('persistentvolumes', makePV('a', { cls: 'gone', phase: 'Available' }));
+    await pass(removedDeleter(false));
+    expect(exists(goneName('a'))).toBe(true);
+  });
+
+  it('does not delete the PV when a claim bound it since the informer saw it (phase re-read)', async () => {
+    const pv = fake.put('persistentvolumes', makePV('a', { cls: 'gone', phase: 'Available' }));
+    const stale = structuredClone(pv);
+    // The API has moved on: bound to a claim. The deleter's store still holds the Available copy.
+    fake.put('persistentvolumes', { ...pv, spec: { ...pv.spec, claimRef: { namespace: 'ns', name: 'c', uid: 'c-uid' } }, status: { phase: 'Bound' } });
+    const d = makeDeleter({
+      lookupClass: (n) => (n === 'gone' || n === 'sc1' ? classConfig() : undefined),
+      pvs: { get: () => stale, list: () => [stale] },
+    });
+    await pass(d);
+    expect(exists(goneName('a'))).toBe(true);
+    expect(fake.object('persistentvolumes', goneName('a'))?.status?.phase).toBe('Bound');
+    expect(fake.requests.filter((r) => r.verb === 'delete')).toEqual([]);
+  });
+
+  it('does not delete the PV when it changes between the re-read and the delete (resourceVersion precondition)', async () => {
+    fake.put('persistentvolumes', makePV('a', { cls: 'gone', phase: 'Available' }));
+    const get = fake.getPersistentVolume.bind(fake);
+    fake.getPersistentVolume = async (name: string) => {
+      const seen = await get(name);
+      // Bound right after the deleter read it.
+      fake.put('persistentvolumes', { ...seen, spec: { ...seen.spec, claimRef: { namespace: 'ns', name: 'c', uid: 'c-uid' } }, status: { phase: 'Bound' } });
+      return seen;
+    };
+    await pass(removedDeleter());
+    expect(fake.requests.filter((r) => r.verb === 'delete')).toHaveLength(1); // tried, refused by the API server
+    expect(fake.object('persistentvolumes', goneName('a'))?.status?.phase).toBe('Bound');
   });
 });

@@ -24,6 +24,8 @@ const daemonSet = load('daemonset.yaml') as { spec: { template: { spec: { contai
 const pod = daemonSet.spec.template.spec;
 const data = (load('configmap.yaml') as { data: Record<string, string> }).data;
 
+const STATE_DIR = '/var/lib/local-volume-provisioner';
+
 /** The host directories the container sees at each mount path, from hostPath volumes. */
 const hostMounts = (): Array<{ mountPath: string; hostPath: string; propagation: string | undefined }> =>
   (pod.containers[0]?.volumeMounts ?? []).flatMap((m) => {
@@ -50,7 +52,18 @@ describe('base manifests: one discovery root', () => {
   });
 
   it('the DaemonSet mounts /mnt/disks once from the host with HostToContainer, and no per-class volume', () => {
-    expect(hostMounts().filter((m) => m.mountPath !== '/dev')).toEqual([{ mountPath: '/mnt/disks', hostPath: '/mnt/disks', propagation: 'HostToContainer' }]);
+    expect(hostMounts().filter((m) => m.mountPath !== '/dev' && m.mountPath !== STATE_DIR)).toEqual([
+      { mountPath: '/mnt/disks', hostPath: '/mnt/disks', propagation: 'HostToContainer' },
+    ]);
+  });
+
+  // Issue 18, 13: the settings of removed classes (classes.json) must outlive the pod, or a
+  // restart strands the Released PVs of a class removed from the ConfigMap.
+  it('--state-dir is a hostPath directory, so the state outlives pod restarts', () => {
+    const args = (daemonSet.spec.template.spec.containers[0] as { args?: string[] }).args ?? [];
+    expect(args).toContain(`--state-dir=${STATE_DIR}`);
+    expect(hostMounts().filter((m) => m.mountPath === STATE_DIR)).toEqual([{ mountPath: STATE_DIR, hostPath: STATE_DIR, propagation: undefined }]);
+    expect(daemonSet.spec.template.spec.volumes.find((v) => v.hostPath?.path === STATE_DIR)?.hostPath?.type).toBe('DirectoryOrCreate');
   });
 
   it('every class is a directory under that root, at the same path on the host and in the container', () => {
