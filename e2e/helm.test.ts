@@ -100,7 +100,9 @@ class Rendering {
   }
   /** The hostPath volumes for volume discovery (all but /dev), and where the container mounts them. */
   get diskVolumes(): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
-    const volumes = (this.daemonSet.spec!.template.spec!.volumes ?? []).filter((v) => v.hostPath !== undefined && v.hostPath.path !== '/dev');
+    const volumes = (this.daemonSet.spec!.template.spec!.volumes ?? []).filter(
+      (v) => v.hostPath !== undefined && v.hostPath.path !== '/dev' && v.name !== 'provisioner-state',
+    );
     const names = new Set(volumes.map((v) => v.name));
     return { volumes, mounts: (this.container.volumeMounts ?? []).filter((m) => names.has(m.name)) };
   }
@@ -264,6 +266,19 @@ describe('helm lint and helm template', () => {
     const pvcVerbs = (x: typeof defaults): Array<string[] | undefined> =>
       x.all<V1ClusterRole>('ClusterRole').filter((role) => role.metadata?.name?.endsWith('-node-clusterrole')).map((role) => role.rules?.find((rule) => rule.resources?.includes('persistentvolumeclaims'))?.verbs);
     expect([pvcVerbs(defaults), pvcVerbs(labelled), pvcVerbs(jobs), pvcVerbs(taint)]).toEqual(Array(4).fill([['get', 'list']]));
+
+    // --state-dir on the host (settings of removed classes, cleaner records): by default, off with an empty value.
+    const state = (x: typeof defaults): unknown[] => [
+      x.container.args?.filter((a) => a.startsWith('--state-dir')),
+      x.container.volumeMounts?.find((m) => m.name === 'provisioner-state')?.mountPath,
+      x.daemonSet.spec?.template.spec?.volumes?.find((v) => v.name === 'provisioner-state')?.hostPath,
+    ];
+    expect(state(defaults)).toEqual([
+      ['--state-dir=/var/lib/local-volume-provisioner'],
+      '/var/lib/local-volume-provisioner',
+      { path: '/var/lib/local-volume-provisioner', type: 'DirectoryOrCreate' },
+    ]);
+    expect(state(await render('rel', 'storage', undefined, ['--set', 'daemon.stateDir=']))).toEqual([[], undefined, undefined]);
 
     const off = await render('rel', 'storage', 'block-jobs.yaml', ['--set', 'rbac.create=false']);
     expect(off.all('Role').length + off.all('ClusterRole').length + off.all('RoleBinding').length + off.all('ClusterRoleBinding').length).toBe(0);
