@@ -214,3 +214,59 @@ describe('directChild: the one path rule of every clean', () => {
     expect(directChild('/', '/x')).toBe('x');
   });
 });
+
+describe('Deleter: a refusal withdraws the cleanup Job of the refused PV (issue 17, point 1)', () => {
+  /** A forged PV of ours for the volume of a Bound hand-made PV: refused (path_in_use) on every pass. */
+  function refusedForged(): V1PersistentVolume {
+    const victim = makePV('hand-made', { path: '/mnt/disks/vol', cls: 'manual', phase: 'Bound', uid: 'uid-victim' });
+    const forged = ours('vol');
+    fake.put('persistentvolumes', victim);
+    fake.put('persistentvolumes', forged);
+    volume('vol');
+    return forged;
+  }
+
+  it('asks the job controller to withdraw the Job of exactly that PV name and UID, on every pass, and cleans nothing', async () => {
+    const forged = refusedForged();
+    const withdrawn: Array<[string, string]> = [];
+    const jobController = {
+      status: () => ({ state: 'NotFound' as const }),
+      withdraw: (name: string, uid: string) => {
+        withdrawn.push([name, uid]);
+        return Promise.resolve(true);
+      },
+    };
+    const d = deleter({ jobController }, true);
+    await pass(d);
+    await pass(d);
+    expect(withdrawn).toEqual([
+      [forged.metadata!.name!, 'uid-vol'],
+      [forged.metadata!.name!, 'uid-vol'],
+    ]);
+    expect(cleaned).toEqual([]);
+    expect(fake.count('create', 'jobs')).toBe(0);
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+  });
+
+  it('a failed withdrawal neither throws nor stops the pass: the other PVs are still cleaned, the refused one is retried next pass', async () => {
+    const forged = refusedForged();
+    const legit = ours('free');
+    fake.put('persistentvolumes', legit);
+    const free = volume('free');
+    let calls = 0;
+    const jobController = {
+      status: () => ({ state: 'NotFound' as const }),
+      withdraw: () => {
+        calls++;
+        return Promise.reject(new Error('etcd timeout'));
+      },
+    };
+    const d = deleter({ jobController });
+    await expect(pass(d)).resolves.toBeUndefined();
+    expect(cleaned).toEqual([free]);
+    expect(calls).toBe(1);
+    await pass(d);
+    expect(calls).toBe(2);
+    expect(fake.object('persistentvolumes', forged.metadata!.name!)).toBeDefined();
+  });
+});

@@ -27,13 +27,14 @@ afterEach(async () => {
   for (const c of controllers) await c.stop();
 });
 
-function controller(): JobController {
+function controller(onChange?: () => void): JobController {
   const env = testEnv({ config: testConfig({ sc1: SC1 }), node: { metadata: { name: NODE, uid: 'node-uid' } }, namespace: NS, kube: fake, recorder, metrics: newMetrics() });
   const jc = new JobController(env, {
     informerFactory: (labelSelector, onList) => createInformer(fake, 'jobs', { namespace: NS, labelSelector, onList, random: () => 0, backoff: { initialMs: 5, maxMs: 20 } }),
     pvs: liveStore(fake),
     failureBackoff: new KeyedBackoff({ initialMs: 30_000, maxMs: 600_000, jitter: 0 }),
     queueRateLimit: { baseDelayMs: 5, maxDelayMs: 50 },
+    onChange,
   });
   controllers.push(jc);
   jc.start();
@@ -98,5 +99,67 @@ describe('JobController re-check before the PV delete', () => {
     await vi.waitFor(() => expect(fake.count('delete', 'jobs')).toBe(1));
     expect(fake.count('delete', 'persistentvolumes')).toBe(1);
     expect(recorder.events).toEqual([]);
+  });
+});
+
+describe('JobController.status', () => {
+  it('a Job is stale only when a UID is given and its pvuuid label differs; no UID asks nothing about staleness', async () => {
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1' }));
+    fake.put('jobs', makeJob(pv));
+    const jc = controller();
+    await jc.waitForSync();
+    expect(jc.status(V('pv1'), 'uid-pv1')).toEqual({ state: 'Running', stale: false });
+    expect(jc.status(V('pv1'), 'uid-other')).toEqual({ state: 'Running', stale: true });
+    expect(jc.status(V('pv1'))).toEqual({ state: 'Running', stale: false });
+  });
+
+  it('a finished Job that is being deleted is still Running: no new Job and no verdict until it is gone', async () => {
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1' }));
+    const job = makeJob(pv);
+    fake.put('jobs', { ...job, metadata: { ...job.metadata, deletionTimestamp: new Date() }, status: complete });
+    const jc = controller();
+    await jc.waitForSync();
+    expect(jc.status(V('pv1'), 'uid-pv1')).toEqual({ state: 'Running', stale: false });
+  });
+});
+
+describe('JobController: what a finished Job may do', () => {
+  it('a succeeded Job that is being deleted deletes nothing (no PV delete, no second Job delete)', async () => {
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1' }));
+    const job = makeJob(pv);
+    fake.put('jobs', { ...job, metadata: { ...job.metadata, deletionTimestamp: new Date() }, status: complete });
+    // A second, ordinary Job whose handling proves the queue was worked through.
+    const other = fake.put('persistentvolumes', makePV(V('pv2'), { path: '/mnt/disks/pv2', uid: 'uid-pv2' }));
+    fake.put('jobs', { ...makeJob(other), status: complete });
+    controller();
+    await vi.waitFor(() => expect(fake.object('persistentvolumes', V('pv2'))).toBeUndefined());
+    await vi.waitFor(() => expect(fake.count('delete', 'jobs')).toBe(1));
+    expect(fake.object('persistentvolumes', V('pv1'))).toBeDefined();
+    expect(fake.requests.filter((r) => r.verb === 'delete').map((r) => [r.kind, r.name])).toEqual([
+      ['persistentvolumes', V('pv2')],
+      ['jobs', `cleanup-${V('pv2')}`],
+    ]);
+  });
+
+  it('a succeeded Job of a Released PV whose reclaim policy is Retain: the PV is kept, only the Job is deleted', async () => {
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1', policy: 'Retain' }));
+    fake.put('jobs', { ...makeJob(pv), status: complete });
+    controller();
+    await vi.waitFor(() => expect(fake.count('delete', 'jobs')).toBe(1));
+    expect(fake.count('delete', 'persistentvolumes')).toBe(0);
+    expect(fake.object('persistentvolumes', V('pv1'))).toBeDefined();
+  });
+
+  it('onChange is called after a succeeded Job is handled and when a Job disappears (the deleter looks again at once)', async () => {
+    let changes = 0;
+    const pv = fake.put('persistentvolumes', makePV(V('pv1'), { path: '/mnt/disks/pv1', uid: 'uid-pv1' }));
+    fake.put('jobs', makeJob(pv));
+    const jc = controller(() => changes++);
+    await jc.waitForSync();
+    expect(changes).toBe(0);
+    fake.setStatus('jobs', `${NS}/cleanup-${V('pv1')}`, complete);
+    // handled (PV and Job deleted): one call; the Job's deletion seen by the informer: another.
+    await vi.waitFor(() => expect(changes).toBe(2));
+    expect(fake.object('persistentvolumes', V('pv1'))).toBeUndefined();
   });
 });
