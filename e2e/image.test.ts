@@ -132,7 +132,7 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     expect(bundles.trim().split('\n')).toEqual(['main.js', 'node-cleanup/main.js']);
     // The bundles' source maps list every module bundled: production dependencies, never a devDependency.
     const maps = (await sh('find /app/dist -name "*.js.map"')).trim().split('\n');
-    expect(maps).toContain('/app/dist/main.js.map');
+    expect(maps).toContain('/app/dist/provisioner.js.map');
     const sources = new Set<string>();
     for (const m of maps) for (const src of (JSON.parse(await run(['cat', m])) as { sources: string[] }).sources) sources.add(src);
     const fromPackage = (name: string): boolean => [...sources].some((src) => src.includes(`node_modules/${name}/`));

@@ -188,4 +188,9 @@ async function main(argv: readonly string[]): Promise<number> {
   return runDaemon('local-volume-provisioner', logger, () => run(opts, logger));
 }
 
-if (import.meta.main) runCli('local-volume-provisioner', main);
+/** Runs the command line (dist/…/main.js, the Node.js version check, calls this once it has loaded the bundle). */
+export function cli(): void {
+  runCli('local-volume-provisioner', main);
+}
+
+if (import.meta.main) cli();

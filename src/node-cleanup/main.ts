@@ -97,4 +97,9 @@ async function main(argv: readonly string[]): Promise<number> {
   return runDaemon(NAME, logger, () => run(opts, logger));
 }
 
-if (import.meta.main) runCli(NAME, main);
+/** Runs the command line (dist/…/main.js, the Node.js version check, calls this once it has loaded the bundle). */
+export function cli(): void {
+  runCli(NAME, main);
+}
+
+if (import.meta.main) cli();

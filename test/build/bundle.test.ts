@@ -25,7 +25,7 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     expect(existsSync(join(out, 'node-cleanup', 'main.js'))).toBe(true);
     const files = readdirSync(out);
     expect(files.filter((f) => /^chunk-\w+\.js$/.test(f)).length).toBeGreaterThanOrEqual(1);
-    expect(files).toContain('main.js.map');
+    expect(files).toContain('provisioner.js.map');
   });
 
   it('prints the same --version and --help as the sources, for both daemons', () => {
