@@ -176,7 +176,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli('local-volume-provisioner', argv, (a) => parseOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, env: opts.kubeEnv });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (opts.ignoredKlogFlags.length > 0) {
     logger.warn(
       { flags: opts.ignoredKlogFlags },

@@ -93,7 +93,7 @@ export async function run(opts: NodeCleanupOptions, logger: Logger): Promise<Sto
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli(NAME, argv, (a) => parseNodeCleanupOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME, env: opts.kubeEnv });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME });
   return runDaemon(NAME, logger, () => run(opts, logger));
 }
 
