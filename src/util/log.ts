@@ -203,6 +203,11 @@ function stackFrames(): string[] {
 
 let callerDepth: number | undefined;
 
+/** Logs once through `probe`: a function declaration, which the bundler keeps (it inlined an arrow function). */
+function klogCallerProbe(probe: Logger): void {
+  probe.info('probe');
+}
+
 /**
  * How many frames lie between the mixin and the code that called logger.info() and friends: found once by
  * logging from a function of a known name through a throw-away logger (pino's call path is the same for every
@@ -215,8 +220,7 @@ function findCallerDepth(): number {
     depth = stackFrames().findIndex((f) => f.includes('klogCallerProbe'));
     return {};
   } }, { write: () => undefined });
-  const klogCallerProbe = (): void => probe.info('probe');
-  klogCallerProbe();
+  klogCallerProbe(probe);
   callerDepth = depth;
   return depth;
 }
