@@ -145,7 +145,7 @@ describe.skipIf(!isRoot())('discovery on real mounts and a loop device', () => {
     const re = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     const line = prov!.logs().split('\n').find((l) => l.includes(`path "${dir}" is not a valid mount point`));
     expect(line).toMatch(
-      new RegExp(`^W\\d{4} \\d\\d:\\d\\d:\\d\\d\\.\\d{6} +\\d+ discoverer\\.ts:\\d+\\] path "${re}" is not a valid mount point: mountPath="${re}" wasn't found in the /proc/self/mountinfo file controllerGeneration=1 configHash="[0-9a-f]{12}" component="discovery" pv="local-pv-[0-9a-f]+"$`),
+      new RegExp(`^W\\d{4} \\d\\d:\\d\\d:\\d\\d\\.\\d{6} +\\d+ discoverer\\.ts:\\d+\\] path "${re}" is not a valid mount point: mountPath="${re}" wasn't found in the /proc/mounts file controllerGeneration=1 configHash="[0-9a-f]{12}" component="discovery" pv="local-pv-[0-9a-f]+"$`),
     );
   });
 

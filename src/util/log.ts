@@ -192,9 +192,9 @@ function frameCaller(frame: string | undefined): string | undefined {
 }
 
 /** Frames of the stack, from the mixin (pino calls it synchronously while logging) up to the caller. */
-function stackFrames(): string[] {
+function stackFrames(frames = 16): string[] {
   const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 16;
+  Error.stackTraceLimit = frames;
   const holder: { stack?: string } = {};
   Error.captureStackTrace(holder);
   Error.stackTraceLimit = limit;
@@ -238,7 +238,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       // text: microseconds since the epoch for klog's header; json: ISO time as before.
       timestamp: text ? () => `,"time":${Math.round((performance.timeOrigin + performance.now()) * 1000)}` : pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
-      ...(text ? { mixin: () => ({ [CALLER]: (depth >= 0 ? frameCaller(stackFrames()[depth]) : undefined) ?? '???:1' }) } : {}),
+      ...(text ? { mixin: () => ({ [CALLER]: (depth >= 0 ? frameCaller(stackFrames(depth + 2)[depth]) : undefined) ?? '???:1' }) } : {}),
     },
     destination(format, opts.write, level === 'debug' || level === 'trace'),
   );
