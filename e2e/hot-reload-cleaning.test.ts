@@ -133,7 +133,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
         what: 'the reload log line of the new generation',
         timeoutMs: 10_000,
       })
-    )['generation'];
+    )['controllerGeneration'];
     expect(typeof newGeneration).toBe('number');
 
     await waitPVGone(core, name, uid, 30_000);
@@ -152,7 +152,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
       expect(jobPods[0]!.exitCode).toBe(0);
       const deleted = logsWith(prov!, 'deleting PV after a successful cleanup job').filter((l) => l['pv'] === name);
       expect(deleted).toHaveLength(1);
-      expect(deleted[0]!['generation']).toBe(newGeneration);
+      expect(deleted[0]!['controllerGeneration']).toBe(newGeneration);
       await waitFor(
         async () => {
           try {
@@ -169,7 +169,7 @@ describe.skipIf(!isRoot())('hot reload while a cleanup is in flight', () => {
       expect(jobPods).toEqual([]);
       const deleted = logsWith(prov!, `Deleting pv ${name} after successful cleanup`);
       expect(deleted).toHaveLength(1);
-      expect(deleted[0]!['generation']).toBe(newGeneration);
+      expect(deleted[0]!['controllerGeneration']).toBe(newGeneration);
     }
     // The volume is offered again under a new PV.
     const again = await waitPV(core, name, { notUid: uid });

@@ -132,7 +132,7 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     expect(bundles.trim().split('\n')).toEqual(['main.js', 'node-cleanup/main.js']);
     // The bundles' source maps list every module bundled: production dependencies, never a devDependency.
     const maps = (await sh('find /app/dist -name "*.js.map"')).trim().split('\n');
-    expect(maps).toContain('/app/dist/main.js.map');
+    expect(maps).toContain('/app/dist/provisioner.js.map');
     // Read from the container's root filesystem, not through `buildah run cat`: a multi-MB stdout of a
     // chroot run was seen cut short (JSON.parse: "Unterminated string … at position 2301952").
     const root = (await store.run(['mount', container])).trim();

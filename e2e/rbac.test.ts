@@ -132,7 +132,13 @@ describe.skipIf(!isRoot())('the daemon with the base RBAC only (no Jobs role)', 
     expect(fresh.metadata?.uid).not.toBe(pv.metadata?.uid);
     expect(readdirSync(volDir)).toEqual([]); // cleaned, by the daemon itself
     expect(await metric(prov!, `${M}persistentvolume_delete_total`, { type: 'process' })).toBe(1);
-    expect(logsWith(prov!, 'not allowed to list cleanup Jobs; useJobForCleaning is off')).toHaveLength(1);
+    // Expected with the base RBAC while no class uses Jobs: one debug line, no stack, nothing at info or above.
+    const forbidden = logsWith(prov!, 'not allowed to list cleanup Jobs; useJobForCleaning is off');
+    expect(forbidden).toHaveLength(1);
+    expect(forbidden[0]?.['level']).toBe('debug');
+    expect(JSON.stringify(forbidden[0])).not.toMatch(/\bat \S+ \(|"stack"/);
+    const loud = prov!.logLines().filter((l) => l['level'] !== 'debug' && l['level'] !== 'trace' && /\b403\b|forbidden/i.test(JSON.stringify(l)));
+    expect(loud).toEqual([]);
     expect(await requests('list', 'jobs')).toBe(1);
     expect(await requests('watch', 'jobs')).toBe(0);
     expect(await requests('create', 'jobs')).toBe(0);

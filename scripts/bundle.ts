@@ -2,15 +2,21 @@
 // esbuild into dist/ (issue 12). Loading @kubernetes/client-node file by file
 // (some 2,000 modules) cost ~0.6 s of CPU and ~40 MiB of RSS at every start; one
 // tree-shaken, whitespace-minified bundle loads in a third of that. Layout:
-//   dist/main.js               local-volume-provisioner
-//   dist/node-cleanup/main.js  local-volume-node-cleanup
-//   dist/chunk-<hash>.js       code both share
+//   dist/main.js                       local-volume-provisioner: the Node.js version check, then
+//   dist/provisioner.js                its bundle
+//   dist/node-cleanup/main.js          local-volume-node-cleanup: the same check, then
+//   dist/node-cleanup/node-cleanup.js  its bundle
+//   dist/chunk-<hash>.js               code both share
+// The two main.js are tiny plain-JS shims (entryShim below) written for any Node.js: an older
+// Node.js (the system's v20, say) stops there with one line naming Node.js 24 instead of dying in
+// the bundle's undici with a minified stack (an ES module's imports all run before its body, so a
+// check inside the bundle would come too late).
 // The version is read from package.json at build time (src/util/version.ts reads it
 // relative to its own file, which a bundle does not keep): see bakeVersion below.
 // plus linked source maps (*.js.map, no sources inlined): free unless the process
 // runs with --enable-source-maps (e.g. NODE_OPTIONS=--enable-source-maps), which
 // then maps stack traces back to src/*.ts.
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 import { readPackageVersion } from '../src/util/version.ts';
@@ -37,10 +43,30 @@ const bakeVersion: Plugin = {
   },
 };
 
+/** Oldest Node.js major the bundles run on (package.json engines). */
+const MIN_NODE_MAJOR = 24;
+
+/**
+ * A plain-JS entry point that any Node.js can run: checks process.versions before it imports `target` (the
+ * bundle, relative to the shim), so an old Node.js exits 1 at once with one line saying what to run instead.
+ */
+function entryShim(name: string, target: string): string {
+  return `#!/usr/bin/env node
+// ${name}: checks the Node.js version, then loads the bundle (scripts/bundle.ts writes this file).
+const major = Number(process.versions.node.split('.')[0]);
+if (!(major >= ${MIN_NODE_MAJOR})) {
+  process.stderr.write('${name} needs Node.js ${MIN_NODE_MAJOR} or later; this is Node.js ' + process.version + ' (' + process.execPath + ').\\n' +
+    'In a checkout: export PATH=$PWD/node_modules/.bin:$PATH (npm ci installs Node.js ${MIN_NODE_MAJOR} there), then run the same command again.\\n');
+  process.exit(1);
+}
+(await import(${JSON.stringify(target)})).cli();
+`;
+}
+
 rmSync(outdir, { recursive: true, force: true });
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { main: 'src/main.ts', 'node-cleanup/main': 'src/node-cleanup/main.ts' },
+  entryPoints: { provisioner: 'src/main.ts', 'node-cleanup/node-cleanup': 'src/node-cleanup/main.ts' },
   outdir,
   bundle: true,
   splitting: true,
@@ -57,6 +83,8 @@ const result = await build({
   metafile: true,
   plugins: [bakeVersion],
 });
+writeFileSync(join(outdir, 'main.js'), entryShim('local-volume-provisioner', './provisioner.js'), { mode: 0o755 });
+writeFileSync(join(outdir, 'node-cleanup', 'main.js'), entryShim('local-volume-node-cleanup', './node-cleanup.js'), { mode: 0o755 });
 const bytes = Object.entries(result.metafile.outputs)
   .filter(([f]) => f.endsWith('.js'))
   .reduce((n, [, o]) => n + o.bytes, 0);

@@ -61,7 +61,8 @@ Discovers local volumes (mount points and block devices) under the discovery
 directories of each storage class in its ConfigMap, creates a PersistentVolume
 for each, cleans and deletes Released ones, and reloads the ConfigMap in place.
 
-Flags (Go-style "-flag" works as well as "--flag"):
+Flags (Go-style "-flag" works as well as "--flag"; a boolean flag alone means true,
+its value goes after "=": --hot-reload=false):
   --listen-address ADDR        address for /metrics, /ready and /healthz (default ":8080")
   --metrics-path PATH          path of the metrics endpoint (default "/metrics")
   --discovery-period DUR       time between discovery and cleanup passes (default 10s)
@@ -90,8 +91,10 @@ Flags (Go-style "-flag" works as well as "--flag"):
                                cluster (default false: PVs exactly as the Go provisioner makes them)
   --log-level LEVEL            trace, debug, info, warn, error, fatal or silent (default info,
                                env LOG_LEVEL)
-  --log-format FORMAT          json, text or auto (default auto: text at a terminal outside a
-                               cluster, json otherwise; env LOG_FORMAT). Logs go to stderr.
+  --log-format FORMAT          text (default: klog's format, as the Go provisioner and every
+                               Kubernetes component write it), json (one object per line), or
+                               auto (the same as text); env LOG_FORMAT. Logs go to stderr.
+  --logging-format FORMAT      text or json: the Kubernetes components' flag for the same choice
   -v N                         the Go provisioner's klog verbosity: 0-1 info, 2-3 debug, 4+ trace
                                (--log-level and LOG_LEVEL win); its other klog flags
                                (-logtostderr, -stderrthreshold, ...) are accepted and ignored
@@ -117,6 +120,39 @@ Signals: SIGHUP checks the config directory at once; SIGTERM/SIGINT stop gracefu
 export function goStyle(argv: readonly string[]): string[] {
   // "-flag" / "-flag=value" -> "--flag..." (but keep "-h" and negative numbers).
   return argv.map((a) => (/^-[a-zA-Z][a-zA-Z-]+(=.*)?$/.test(a) ? `-${a}` : a));
+}
+
+/**
+ * Go's flag package rules for boolean flags: a bare "--name" means true, a value goes with "=" ("--name=false").
+ * Rewrites each bare boolean flag of `names` to "--name=true" (args already in "--" spelling, see goStyle).
+ */
+export function bareBoolsTrue(args: readonly string[], names: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--') {
+      out.push(...args.slice(i));
+      break;
+    }
+    out.push(a.startsWith('--') && names.has(a.slice(2)) ? `${a}=true` : a);
+  }
+  return out;
+}
+
+/**
+ * These commands take flags only. As with Go's flag package, "--hot-reload false" is the flag (true) followed by
+ * the argument "false", which no command of ours takes: an error that says how to write it.
+ */
+export function rejectPositionals(positionals: readonly string[], args: readonly string[], boolNames: ReadonlySet<string>): void {
+  const first = positionals[0];
+  if (first === undefined) return;
+  const at = args.indexOf(first);
+  const before = at > 0 ? args[at - 1]! : '';
+  const m = /^--([a-z-]+)=true$/.exec(before);
+  if (m !== null && boolNames.has(m[1]!) && /^(1|0|t|f|true|false|yes|no|on|off)$/i.test(first)) {
+    throw new Error(`unexpected argument ${JSON.stringify(first)} after --${m[1]}: a boolean flag takes its value after "=" (--${m[1]}=${first}); alone it means true`);
+  }
+  throw new Error(`unexpected argument ${JSON.stringify(first)}: this command takes flags only`);
 }
 
 export function parseBool(name: string, v: string): boolean {
@@ -164,6 +200,18 @@ export function parseLogFormat(v: string): LogFormat {
   return f;
 }
 
+/**
+ * --log-format (ours, env LOG_FORMAT) or --logging-format (the Kubernetes components' flag: json or text).
+ * Given both, they must agree.
+ */
+export function logFormatOf(values: { 'log-format': string; 'logging-format'?: string | undefined }): LogFormat {
+  const ours = parseLogFormat(values['log-format']);
+  const k8s = values['logging-format'];
+  if (k8s === undefined) return ours;
+  if (k8s !== 'json' && k8s !== 'text') throw new Error(`invalid value ${JSON.stringify(k8s)} for --logging-format: want json or text`);
+  return k8s;
+}
+
 /** The level -v asks for, unless --log-level or LOG_LEVEL set one. */
 function levelFromKlog(verbosity: number | undefined, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
   if (verbosity === undefined || env['LOG_LEVEL']) return undefined;
@@ -180,14 +228,17 @@ export function kubeEnvOf(env: NodeJS.ProcessEnv): KubeEnv {
   };
 }
 
+/** Our boolean flags: "--name" alone is true, "--name=false" turns it off (Go's flag package rules). */
+const BOOL_FLAGS: ReadonlySet<string> = new Set(['hot-reload', 'config-watch', 'pv-node-label', 'dry-run']);
+
 /** Parses argv (without node and script) and env; throws an Error with a one-line message on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Options {
   const klog = extractKlogFlags(argv);
-  const args = goStyle(klog.rest);
-  const { values } = parseArgs({
+  const args = bareBoolsTrue(goStyle(klog.rest), BOOL_FLAGS);
+  const { values, positionals } = parseArgs({
     args,
     strict: true,
-    allowPositionals: false,
+    allowPositionals: true,
     options: {
       'listen-address': { type: 'string', default: ':8080' },
       'metrics-path': { type: 'string', default: '/metrics' },
@@ -204,13 +255,15 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
       'max-concurrent-cleans': { type: 'string', default: '4' },
       'pv-node-label': { type: 'string', default: 'false' },
       'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
-      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
-      'dry-run': { type: 'boolean', default: false },
+      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'text' },
+      'logging-format': { type: 'string' },
+      'dry-run': { type: 'string', default: 'false' },
       'node-name': { type: 'string', default: env['MY_NODE_NAME'] ?? '' },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
     },
   });
+  rejectPositionals(positionals, args, BOOL_FLAGS);
   const metricsPath = values['metrics-path'];
   if (!metricsPath.startsWith('/')) throw new Error(`invalid value ${JSON.stringify(metricsPath)} for --metrics-path: must start with "/"`);
   return {
@@ -229,9 +282,9 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     maxConcurrentCleans: parsePositiveInt('max-concurrent-cleans', values['max-concurrent-cleans']),
     pvNodeLabel: parseBool('pv-node-label', values['pv-node-label']),
     logLevel: levelFromKlog(klog.verbosity, args, env) ?? parseLogLevel(values['log-level']),
-    logFormat: parseLogFormat(values['log-format']),
+    logFormat: logFormatOf(values),
     ignoredKlogFlags: klog.ignored,
-    dryRun: values['dry-run'],
+    dryRun: parseBool('dry-run', values['dry-run']),
     nodeName: values['node-name'],
     namespace: env['MY_NAMESPACE'] || 'default',
     namespaceSet: Boolean(env['MY_NAMESPACE']),

@@ -179,7 +179,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli('local-volume-provisioner', argv, (a) => parseOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, env: opts.kubeEnv });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat });
   if (opts.ignoredKlogFlags.length > 0) {
     logger.warn(
       { flags: opts.ignoredKlogFlags },
@@ -191,4 +191,9 @@ async function main(argv: readonly string[]): Promise<number> {
   return runDaemon('local-volume-provisioner', logger, () => run(opts, logger));
 }
 
-if (import.meta.main) runCli('local-volume-provisioner', main);
+/** Runs the command line (dist/…/main.js, the Node.js version check, calls this once it has loaded the bundle). */
+export function cli(): void {
+  runCli('local-volume-provisioner', main);
+}
+
+if (import.meta.main) cli();

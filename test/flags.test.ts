@@ -191,13 +191,49 @@ describe('klog flags of the Go provisioner', () => {
   });
 });
 
-describe('--log-format', () => {
-  it('defaults to auto (or LOG_FORMAT) and accepts json and text', () => {
-    expect(parseOptions([], {}).logFormat).toBe('auto');
-    expect(parseOptions([], { LOG_FORMAT: 'text' }).logFormat).toBe('text');
+describe('--log-format and --logging-format', () => {
+  it("defaults to klog's text format (or LOG_FORMAT) and accepts json and text", () => {
+    expect(parseOptions([], {}).logFormat).toBe('text');
+    expect(parseOptions([], { KUBERNETES_SERVICE_HOST: '10.0.0.1' }).logFormat).toBe('text');
+    expect(parseOptions([], { LOG_FORMAT: 'json' }).logFormat).toBe('json');
     expect(parseOptions(['--log-format=json'], { LOG_FORMAT: 'text' }).logFormat).toBe('json');
     expect(parseOptions(['-log-format', 'text'], {}).logFormat).toBe('text');
     expect(() => parseOptions(['--log-format=xml'], {})).toThrow(/--log-format: want json, text, auto/);
     expect(HELP).toContain('--log-format');
   });
+
+  it('accepts --logging-format=json|text, the flag of the Kubernetes components (it wins over LOG_FORMAT)', () => {
+    expect(parseOptions(['--logging-format=json'], {}).logFormat).toBe('json');
+    expect(parseOptions(['-logging-format', 'text'], { LOG_FORMAT: 'json' }).logFormat).toBe('text');
+    expect(() => parseOptions(['--logging-format=auto'], {})).toThrow('invalid value "auto" for --logging-format: want json or text');
+    expect(HELP).toContain('--logging-format');
+  });
+});
+
+describe('boolean flags follow Go\'s flag package', () => {
+  it('a bare boolean flag means true, --flag=false turns it off', () => {
+    expect(parseOptions(['--hot-reload'], {}).hotReload).toBe(true);
+    expect(parseOptions(['-hot-reload=false', '--config-watch=false'], {})).toMatchObject({ hotReload: false, configWatch: false });
+    expect(parseOptions(['--pv-node-label'], {}).pvNodeLabel).toBe(true);
+    expect(parseOptions(['-config-watch'], {}).configWatch).toBe(true);
+    expect(parseOptions(['--dry-run'], {}).dryRun).toBe(true);
+    expect(parseOptions(['--dry-run=false'], {}).dryRun).toBe(false);
+  });
+
+  it('"--hot-reload false" is the flag then an argument, which is refused with how to write it', () => {
+    expect(() => parseOptions(['--hot-reload', 'false'], {})).toThrow(
+      'unexpected argument "false" after --hot-reload: a boolean flag takes its value after "=" (--hot-reload=false); alone it means true',
+    );
+    expect(() => parseOptions(['-pv-node-label', 'true'], {})).toThrow(/after --pv-node-label/);
+    expect(() => parseOptions(['extra'], {})).toThrow('unexpected argument "extra": this command takes flags only');
+  });
+
+  it('the daemon exits 2 on "--hot-reload false" and starts its dry run with a bare --hot-reload', () => {
+    const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+    const bad = spawnSync(process.execPath, [main, '--hot-reload', 'false', '--dry-run'], { encoding: 'utf8', env: { ...process.env, MY_NODE_NAME: 'n1' } });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('unexpected argument "false" after --hot-reload');
+    const ok = spawnSync(process.execPath, [main, '--hot-reload', '--help'], { encoding: 'utf8' });
+    expect(ok.status).toBe(0);
+  }, 60_000);
 });

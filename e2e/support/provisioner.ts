@@ -53,6 +53,8 @@ export function startProvisioner(o: StartOptions): ProvisionerProcess {
       ...(o.args ?? []),
     ],
     env: {
+      // The tests read the log as JSON lines (logLines()); a test that wants the default (klog text) passes LOG_FORMAT: ''.
+      LOG_FORMAT: 'json',
       KUBECONFIG: o.kubeconfig,
       MY_NODE_NAME: o.nodeName,
       MY_NAMESPACE: o.namespace ?? 'kube-system',

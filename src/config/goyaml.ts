@@ -36,6 +36,8 @@ export type GoValue =
 export interface YamlProblem {
   readonly message: string;
   readonly line: Line;
+  /** The parser's further messages after a syntax error: mostly consequences of the first one (logged at debug). */
+  readonly detail?: readonly string[] | undefined;
 }
 
 export interface YamlParseOutcome {
@@ -366,11 +368,69 @@ function parseBounded(text: string, lines: LineCounter): Document.Parsed {
   return doc!; // compose(…, forceDoc = true) always yields one
 }
 
-/** Parses one YAML text into a GoValue; never throws. */
-export function parseGoYaml(text: string): YamlParseOutcome {
+const parserText = (e: YAMLParseError): string => e.message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '');
+
+/**
+ * One bad line makes the YAML parser report a cascade of errors in its own terms: report the first one (by
+ * position) only, in plain words, on the line to look at, with a hint; the parser's own messages go to `detail`.
+ * `context` names the ConfigMap key in the hint (e.g. "storageClassMap").
+ */
+function syntaxError(errors: readonly YAMLParseError[], lines: LineCounter, context: string | undefined): YamlProblem {
+  const sorted = [...errors].sort((a, b) => a.pos[0] - b.pos[0]);
+  const first = sorted[0]!;
+  const startLine = (e: YAMLParseError): number => e.linePos?.[0].line ?? lines.linePos(e.pos[0]).line;
+  const endLine = (e: YAMLParseError): number => e.linePos?.[1]?.line ?? lines.linePos(e.pos[1]).line;
+  const start = startLine(first);
+  const level = context === undefined ? 'at the same level' : `at the same level under ${context}`;
+  const detail = sorted.map((e) => `line ${startLine(e)}: ${parserText(e)}`);
+  let line = start;
+  let what: string;
+  switch (first.code) {
+    case 'BAD_INDENT':
+      what = `bad indentation of a mapping entry; check that keys ${level} are indented the same`;
+      break;
+    case 'TAB_AS_INDENT':
+      what = 'a tab used for indentation; YAML indents with spaces only';
+      break;
+    case 'BLOCK_AS_IMPLICIT_KEY':
+    case 'MULTILINE_IMPLICIT_KEY': {
+      // "key: value" then a line indented deeper: that line reads as part of the value above it.
+      const spill = sorted.find((e) => e.code === 'MULTILINE_IMPLICIT_KEY' && endLine(e) > startLine(e));
+      if (first.code === 'BLOCK_AS_IMPLICIT_KEY' && /sequence/.test(first.message)) {
+        what = `bad indentation of a list item; check that the items of one list (and keys ${level}) are indented the same`;
+      } else if (first.code === 'BLOCK_AS_IMPLICIT_KEY' && spill !== undefined && /:(\s|$)/.test(lineText(lines, startLine(spill) + 1))) {
+        line = startLine(spill) + 1;
+        what = `bad indentation of a mapping entry: this line is indented more than the key above it; check that keys ${level} are indented the same`;
+      } else {
+        what = `a key not followed by ":" on its line (a missing ":", or a line indented differently from the keys ${level})`;
+      }
+      break;
+    }
+    case 'MISSING_CHAR':
+      what = /quote/i.test(first.message) ? 'a quoted value is not closed' : `a key not followed by ":" (a missing ":", or a line indented differently from the keys ${level})`;
+      break;
+    default:
+      what = parserText(first);
+  }
+  return { message: `YAML syntax error: ${what}`, line, detail: detail.length > 1 ? detail : undefined };
+}
+
+/** Text of 1-based line `n` of the source the LineCounter counted (set by parseGoYaml). */
+function lineText(lines: LineCounter, n: number): string {
+  const src = sourceOf.get(lines) ?? '';
+  const from = lines.lineStarts[n - 1];
+  if (from === undefined) return '';
+  const to = lines.lineStarts[n] ?? src.length;
+  return src.slice(from, to);
+}
+const sourceOf = new WeakMap<LineCounter, string>();
+
+/** Parses one YAML text into a GoValue; never throws. `context` (the ConfigMap key) is named in syntax hints. */
+export function parseGoYaml(text: string, context?: string): YamlParseOutcome {
   const forbidden = forbiddenCharacter(text);
   if (forbidden !== undefined) return { value: undefined, errors: [{ message: forbidden.message, line: forbidden.line }] };
   const lines = new LineCounter();
+  sourceOf.set(lines, text);
   let doc: Document.Parsed;
   try {
     doc = parseBounded(text, lines);
@@ -378,15 +438,7 @@ export function parseGoYaml(text: string): YamlParseOutcome {
     if (err instanceof YamlLimitError) return { value: undefined, errors: [{ message: err.message, line: err.line }] };
     return { value: undefined, errors: [{ message: `YAML parser failed: ${String(err)}`, line: undefined }] };
   }
-  if (doc.errors.length > 0) {
-    return {
-      value: undefined,
-      errors: doc.errors.map((e) => ({
-        message: `YAML syntax error: ${e.message.replace(/ at line \d+, column \d+:?[\s\S]*$/, '')}`,
-        line: e.linePos?.[0].line ?? (typeof e.pos[0] === 'number' ? lines.linePos(e.pos[0]).line : undefined),
-      })),
-    };
-  }
+  if (doc.errors.length > 0) return { value: undefined, errors: [syntaxError(doc.errors, lines, context)] };
   const conv = new Converter(doc, lines);
   try {
     const value = conv.convert(doc.contents, 0, 1);

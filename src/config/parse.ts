@@ -384,8 +384,14 @@ function readFiles(issues: Issues, files: Readonly<Record<string, string>>): Map
       issues.error(field, undefined, `content of ${JSON.stringify(file)} is not text`);
       continue;
     }
-    const parsed = parseGoYaml(content);
-    for (const e of parsed.errors) issues.error(field, e.line, e.message);
+    const parsed = parseGoYaml(content, field);
+    for (const e of parsed.errors) {
+      issues.error(field, e.line, e.message);
+      if (e.detail !== undefined) {
+        const last = issues.errors.pop()!;
+        issues.errors.push({ ...last, detail: e.detail });
+      }
+    }
     if (parsed.value !== undefined && parsed.errors.length === 0) top.set(field, { file, value: parsed.value });
   }
   issues.file = undefined;

@@ -50,6 +50,8 @@ export interface ConfigError {
   readonly file?: string | undefined;
   /** 1-based line inside that file, when the YAML gives one. */
   readonly line?: number | undefined;
+  /** A YAML syntax error's further parser messages (mostly consequences of the first): logged at debug only. */
+  readonly detail?: readonly string[] | undefined;
 }
 
 /**

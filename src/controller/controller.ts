@@ -115,7 +115,7 @@ export async function startController(
   const nodeName = pc.node.metadata?.name ?? '';
   const nodeUid = pc.node.metadata?.uid ?? '';
   const name = provisionerName({ name: nodeName, uid: nodeUid }, config.useNodeNameOnly);
-  const log = pc.logger.child({ generation: ctx.generation, config: ctx.hash.slice(0, 12) });
+  const log = pc.logger.child({ controllerGeneration: ctx.generation, configHash: ctx.hash.slice(0, 12) });
   const abort = new AbortController();
   const waker = new Waker();
 

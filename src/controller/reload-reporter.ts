@@ -5,7 +5,10 @@
 // - Invalid: every error logged, a Warning `ConfigInvalid` Event on each ref once
 //   per distinct bad content; `config_last_reload_successful` 0,
 //   `config_reload_total{result="invalid"}`.
-// - Parse warnings: logged once per (config hash, warnings).
+// - Parse warnings: logged once per (config hash, warnings), and a Warning `ConfigWarning` Event naming the keys;
+//   when they are gone (the typo fixed), a Normal `ConfigRecovered` Event.
+// - Valid again after a ConfigInvalid, with nothing new to apply (the bad edit reverted, or hot reload off):
+//   a Normal `ConfigRecovered` Event, so the latest Event is not the stale ConfigInvalid.
 // - No known key in the config dir: a Warning `ConfigNoKnownKey` Event once per content.
 // - Unchanged (same hash): `config_reload_total{result="unchanged"}`;
 //   `config_last_reload_successful` back to 1 unless a start is still failing.
@@ -24,7 +27,14 @@ import { isKnownTopLevelKey, TOP_LEVEL_KEYS } from '../config/parse.ts';
 import { nearestKey } from '../config/suggest.ts';
 import type { ConfigError, ProvisionerConfig } from '../config/types.ts';
 import type { EventRecorder, EventType, ObjectRef } from '../kube/events.ts';
-import { REASON_CONFIG_INVALID, REASON_CONFIG_NO_KNOWN_KEY, REASON_CONFIG_RELOADED, REASON_CONTROLLER_START_FAILED } from '../kube/reasons.ts';
+import {
+  REASON_CONFIG_INVALID,
+  REASON_CONFIG_NO_KNOWN_KEY,
+  REASON_CONFIG_RECOVERED,
+  REASON_CONFIG_RELOADED,
+  REASON_CONFIG_WARNING,
+  REASON_CONTROLLER_START_FAILED,
+} from '../kube/reasons.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { errorMessage } from '../util/errors.ts';
 import type { Logger } from '../util/log.ts';
@@ -100,6 +110,8 @@ export class ReloadReporter {
   #noKnownKeyHash: string | undefined;
   /** Hash of the last valid config ignored because hot reload is off. */
   #ignoredHash: string | undefined;
+  /** A ConfigWarning Event is the last word on warnings (a ConfigRecovered follows when they are gone). */
+  #warningsOut = false;
 
   constructor(opts: ReloadReporterOptions) {
     this.#metrics = opts.metrics;
@@ -125,11 +137,13 @@ export class ReloadReporter {
         : 'no valid configuration yet, the local controller is not running';
     for (const e of errors) {
       this.#log.error(
-        { path: e.path, file: e.file, line: e.line, generation: res.files.generation },
+        { path: e.path, file: e.file, line: e.line, configDir: res.files.generation },
         `invalid configuration: ${formatConfigError(e)}`,
       );
+      // The YAML parser's cascade after the first syntax error: jargon, mostly consequences of that one.
+      for (const d of e.detail ?? []) this.#log.debug({ file: e.file, configDir: res.files.generation }, `YAML parser: ${d}`);
     }
-    this.#log.warn({ errors: errors.length, generation: res.files.generation }, `configuration rejected; ${keeping}`);
+    this.#log.warn({ errors: errors.length, configDir: res.files.generation }, `configuration rejected; ${keeping}`);
     const shown = errors.slice(0, EVENT_ERRORS).map(formatConfigError).join('; ');
     const more = errors.length > EVENT_ERRORS ? `; and ${errors.length - EVENT_ERRORS} more` : '';
     const n = errors.length === 1 ? '1 error' : `${errors.length} errors`;
@@ -146,8 +160,20 @@ export class ReloadReporter {
     const key = `${hash}:${warningsHash(warnings)}`;
     if (key === this.#warnedKey) return;
     this.#warnedKey = key;
-    for (const w of warnings ?? []) {
-      this.#log.warn({ path: w.path, file: w.file, line: w.line, hash }, `configuration warning: ${formatConfigError(w)}`);
+    const list = warnings ?? [];
+    for (const w of list) {
+      this.#log.warn({ path: w.path, file: w.file, line: w.line, configHash: hash }, `configuration warning: ${formatConfigError(w)}`);
+    }
+    if (list.length > 0) {
+      this.#warningsOut = true;
+      const keys = [...new Set(list.map((w) => w.path || w.file || '?'))];
+      const shown = list.slice(0, EVENT_ERRORS).map(formatConfigError).join('; ');
+      const more = list.length > EVENT_ERRORS ? `; and ${list.length - EVENT_ERRORS} more` : '';
+      const n = list.length === 1 ? '1 warning' : `${list.length} warnings`;
+      this.#emit('Warning', REASON_CONFIG_WARNING, `Configuration ${shortHash(hash)} has ${n} (keys ${keys.join(', ')}); the rest of it is valid: ${shown}${more}`);
+    } else if (this.#warningsOut) {
+      this.#warningsOut = false;
+      this.#emit('Normal', REASON_CONFIG_RECOVERED, `Configuration ${shortHash(hash)} has no warnings any more`);
     }
   }
 
@@ -170,15 +196,22 @@ export class ReloadReporter {
     });
     const found = names.length === 0 ? 'the directory has no keys' : `unknown keys: ${described.join(', ')}`;
     const msg = `No known key in the configuration (${found}); nothing will be discovered`;
-    this.#log.warn({ keys: names, generation: res.files.generation }, msg);
+    this.#log.warn({ keys: names, configDir: res.files.generation }, msg);
     this.#emit('Warning', REASON_CONFIG_NO_KNOWN_KEY, msg);
   }
 
-  /** The same config as the running (or pending) one; `healthy` is false while its start keeps failing. */
-  unchanged(healthy: boolean): void {
+  /**
+   * The same config as the running (or pending) one; `healthy` is false while its start keeps failing. After a
+   * ConfigInvalid (a bad edit reverted), a Normal ConfigRecovered Event naming the config `hash`.
+   */
+  unchanged(healthy: boolean, hash?: string): void {
     this.#metrics.configReloadTotal.inc({ result: 'unchanged' });
     // The content is valid again (e.g. a bad edit was reverted): clear the alarm.
     this.#metrics.configLastReloadSuccessful.set(healthy ? 1 : 0);
+    if (this.#rejectedHash !== undefined && hash !== undefined) {
+      this.#log.info({ configHash: hash }, 'configuration valid again; the running one is unchanged');
+      this.#emit('Normal', REASON_CONFIG_RECOVERED, `Configuration valid again: ${shortHash(hash)}, the one running, is kept; the rejected content was replaced`);
+    }
     this.#rejectedHash = undefined;
     this.#ignoredHash = undefined;
   }
@@ -187,32 +220,39 @@ export class ReloadReporter {
   ignored(running: RunningConfig, config: ProvisionerConfig, hash: string): void {
     this.#metrics.configReloadTotal.inc({ result: 'unchanged' });
     this.#metrics.configLastReloadSuccessful.set(1);
+    if (this.#rejectedHash !== undefined) {
+      this.#emit(
+        'Normal',
+        REASON_CONFIG_RECOVERED,
+        `Configuration ${shortHash(hash)} is valid; hot reload is off, so ${shortHash(running.hash)} keeps running until the pod restarts`,
+      );
+    }
     this.#rejectedHash = undefined;
     if (this.#ignoredHash === hash) return;
     this.#ignoredHash = hash;
     this.#log.warn(
-      { hash, runningHash: running.hash, changed: this.#safeDiff(running.config, config) },
+      { configHash: hash, runningConfigHash: running.hash, changed: this.#safeDiff(running.config, config) },
       'configuration changed but hot reload is disabled; restart the pod to apply it',
     );
   }
 
   stopping(running: RunningConfig): void {
-    this.#log.info({ hash: running.hash, generation: running.generation }, 'stopping the local controller for a new configuration');
+    this.#log.info({ configHash: running.hash, controllerGeneration: running.generation }, 'stopping the local controller for a new configuration');
   }
 
   stopFailed(running: RunningConfig, err: unknown): void {
-    this.#log.error({ err, hash: running.hash, generation: running.generation }, 'stopping the local controller failed; continuing');
+    this.#log.error({ err, configHash: running.hash, controllerGeneration: running.generation }, 'stopping the local controller failed; continuing');
   }
 
   startAbandoned(t: RunningConfig): void {
-    this.#log.info({ hash: t.hash, generation: t.generation }, 'local controller start abandoned: shutting down');
+    this.#log.info({ configHash: t.hash, controllerGeneration: t.generation }, 'local controller start abandoned: shutting down');
   }
 
   /** Attempt `attempt` (1-based) to start `t` failed: logged every time, an Event on the first. */
   startFailed(t: RunningConfig, attempt: number, err: unknown): void {
     this.#metrics.configLastReloadSuccessful.set(0);
     this.#log.error(
-      { err, hash: t.hash, generation: t.generation, attempt },
+      { err, configHash: t.hash, controllerGeneration: t.generation, attempt },
       'starting the local controller failed; retrying with backoff',
     );
     if (attempt === 1) {
@@ -243,16 +283,13 @@ export class ReloadReporter {
       ? Object.keys(previous.config.storageClassMap).filter((c) => !(c in next.config.storageClassMap))
       : [];
     this.#log.info(
-      { hash: next.hash, previousHash: previous?.hash, generation: next.generation, changed, removedClasses, attempts },
+      { configHash: next.hash, previousConfigHash: previous?.hash, controllerGeneration: next.generation, changed, removedClasses, attempts },
       firstStart ? 'configuration loaded; local controller started' : 'configuration reloaded; local controller restarted',
     );
     if (!firstStart || wasRejected) {
       const what = firstStart ? 'first valid configuration' : `changed: ${listKeys(changed)}`;
-      this.#emit(
-        'Normal',
-        REASON_CONFIG_RELOADED,
-        `Configuration ${shortHash(next.hash)} applied, local controller generation ${next.generation} started; ${what}`,
-      );
+      // The config hash, not the controller generation: generation numbers start over in every pod.
+      this.#emit('Normal', REASON_CONFIG_RELOADED, `Configuration ${shortHash(next.hash)} applied, local controller restarted; ${what}`);
     }
   }
 

@@ -181,7 +181,7 @@ export class Supervisor {
     this.#report.warnings(hash, result.warnings);
     this.#report.checkKnownKeys(res);
     if (this.#running?.hash === hash || (this.#running === undefined && this.#target?.hash === hash)) {
-      this.#report.unchanged(this.#running !== undefined || this.#target === undefined);
+      this.#report.unchanged(this.#running !== undefined || this.#target === undefined, hash);
       return;
     }
     const running = this.#running;

@@ -209,9 +209,10 @@ export class JobController {
     this.#followNone();
   }
 
+  /** The base RBAC grants no Jobs: expected while no class uses them, so one debug line, without a stack. */
   #forbiddenWhileUnused(e: unknown): void {
-    this.#log.info(
-      { namespace: this.#env.namespace, err: e },
+    this.#log.debug(
+      { namespace: this.#env.namespace, reason: errorMessage(e) },
       'not allowed to list cleanup Jobs; useJobForCleaning is off, so no Job is followed',
     );
   }

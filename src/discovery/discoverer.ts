@@ -461,7 +461,10 @@ export class Discoverer {
         return undefined;
       }
       if (!mountPoints.has(e.filePath)) {
-        const msg = `path ${JSON.stringify(e.filePath)} is not a valid mount point: mountPath=${JSON.stringify(e.filePath)} wasn't found in the ${mountInfoPath} file`;
+        // The Go provisioner's words, byte for byte (its e2e suite and admins' searches grep them): it reads
+        // /proc/mounts, we read the same namespace's mounts from /proc/self/mountinfo; a test's table is named.
+        const table = mountInfoPath === DEFAULT_MOUNTINFO_PATH ? '/proc/mounts' : mountInfoPath;
+        const msg = `path ${JSON.stringify(e.filePath)} is not a valid mount point: mountPath=${JSON.stringify(e.filePath)} wasn't found in the ${table} file`;
         this.#problem(pass, key, 'warning', REASON_NOT_DISCOVERED, msg, undefined, e.pvName);
         return undefined;
       }

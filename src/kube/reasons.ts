@@ -27,6 +27,10 @@ export const REASON_JOBS_FORBIDDEN = 'CleanupJobsForbidden';
 export const REASON_CONFIG_INVALID = 'ConfigInvalid';
 export const REASON_CONFIG_NO_KNOWN_KEY = 'ConfigNoKnownKey';
 export const REASON_CONFIG_RELOADED = 'ConfigReloaded';
+/** A valid config with warnings (a misspelt key, ...): the warnings, naming the keys. */
+export const REASON_CONFIG_WARNING = 'ConfigWarning';
+/** The problem of the last ConfigInvalid or ConfigWarning is gone, without a new config being applied. */
+export const REASON_CONFIG_RECOVERED = 'ConfigRecovered';
 export const REASON_CONTROLLER_START_FAILED = 'ControllerStartFailed';
 /** A storage class left the config while PVs of this node still name it (issue 18, 13). */
 export const REASON_STORAGE_CLASS_REMOVED = 'StorageClassRemoved';
@@ -52,6 +56,8 @@ export const EVENT_REASONS: readonly string[] = [
   REASON_CONFIG_INVALID,
   REASON_CONFIG_NO_KNOWN_KEY,
   REASON_CONFIG_RELOADED,
+  REASON_CONFIG_WARNING,
+  REASON_CONFIG_RECOVERED,
   REASON_CONTROLLER_START_FAILED,
   REASON_STORAGE_CLASS_REMOVED,
   REASON_NODE_DELETED,

@@ -2,7 +2,7 @@
 // (cmd/node-cleanup) keep their names and defaults; the client rate limit, log
 // level and --version are ours. Like the provisioner, "-flag" works as well as "--flag".
 import { parseArgs } from 'node:util';
-import { DEFAULT_BURST, DEFAULT_QPS, goStyle, kubeEnvOf, parseDur, parseLogFormat, parseLogLevel, parsePositiveInt, type KubeEnv } from '../flags.ts';
+import { DEFAULT_BURST, DEFAULT_QPS, goStyle, kubeEnvOf, logFormatOf, parseDur, rejectPositionals, parseLogLevel, parsePositiveInt, type KubeEnv } from '../flags.ts';
 import { isDnsSubdomain } from '../config/names.ts';
 import type { LogFormat } from '../util/log.ts';
 
@@ -59,8 +59,10 @@ Flags (Go-style "-flag" works as well as "--flag"):
   --kube-api-qps N                   API client rate limit, requests per second (default ${DEFAULT_QPS})
   --kube-api-burst N                 API client burst (default ${DEFAULT_BURST})
   --log-level LEVEL                  trace, debug, info, warn, error (default info, env LOG_LEVEL)
-  --log-format FORMAT                json, text or auto (default auto: text at a terminal outside a
-                                     cluster, json otherwise; env LOG_FORMAT). Logs go to stderr.
+  --log-format FORMAT                text (default: klog's format, as Kubernetes components write
+                                     it), json, or auto (the same as text); env LOG_FORMAT.
+                                     Logs go to stderr.
+  --logging-format FORMAT            text or json: the Kubernetes components' flag for the same choice
   -h, --help                         show this help
   --version                          print the version
 
@@ -104,10 +106,11 @@ function endpoint(v: string): string {
 
 /** Parses argv (without node and script) and env; throws an Error with a one-line message on bad input. */
 export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): NodeCleanupOptions {
-  const { values } = parseArgs({
-    args: goStyle(argv),
+  const args = goStyle(argv);
+  const { values, positionals } = parseArgs({
+    args,
     strict: true,
-    allowPositionals: false,
+    allowPositionals: true,
     options: {
       'storageclass-names': { type: 'string', multiple: true, default: [] },
       'pvc-deletion-delay': { type: 'string', default: '60s' },
@@ -121,11 +124,13 @@ export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.Pro
       'kube-api-qps': { type: 'string', default: String(DEFAULT_QPS) },
       'kube-api-burst': { type: 'string', default: String(DEFAULT_BURST) },
       'log-level': { type: 'string', default: env['LOG_LEVEL'] || 'info' },
-      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'auto' },
+      'log-format': { type: 'string', default: env['LOG_FORMAT'] || 'text' },
+      'logging-format': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
       version: { type: 'boolean', default: false },
     },
   });
+  rejectPositionals(positionals, args, new Set());
   const metricsPath = values['metrics-path'];
   if (!metricsPath.startsWith('/')) throw new Error(`invalid value ${JSON.stringify(metricsPath)} for --metrics-path: must start with "/"`);
   const workers = parsePositiveInt('worker-threads', values['worker-threads']);
@@ -144,7 +149,7 @@ export function parseNodeCleanupOptions(argv: readonly string[], env: NodeJS.Pro
     kubeApiQps: parsePositiveInt('kube-api-qps', values['kube-api-qps']),
     kubeApiBurst: parsePositiveInt('kube-api-burst', values['kube-api-burst']),
     logLevel: parseLogLevel(values['log-level']),
-    logFormat: parseLogFormat(values['log-format']),
+    logFormat: logFormatOf(values),
     help: values.help,
     version: values.version,
   };

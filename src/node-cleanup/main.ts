@@ -93,8 +93,13 @@ export async function run(opts: NodeCleanupOptions, logger: Logger): Promise<Sto
 async function main(argv: readonly string[]): Promise<number> {
   const opts = parseCli(NAME, argv, (a) => parseNodeCleanupOptions(a), HELP);
   if (typeof opts === 'number') return opts;
-  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME, env: opts.kubeEnv });
+  const logger = createLogger({ level: opts.logLevel, format: opts.logFormat, name: NAME });
   return runDaemon(NAME, logger, () => run(opts, logger));
 }
 
-if (import.meta.main) runCli(NAME, main);
+/** Runs the command line (dist/…/main.js, the Node.js version check, calls this once it has loaded the bundle). */
+export function cli(): void {
+  runCli(NAME, main);
+}
+
+if (import.meta.main) cli();

@@ -220,7 +220,7 @@ export class ConfigWatcher {
     if (got === undefined || this.#stopped) return;
     const { key, res } = got;
     if (key === this.#deliveredKey) return;
-    this.#log.debug({ dir: this.#dir, generation: res.files.generation, ok: res.result.ok }, 'config content changed');
+    this.#log.debug({ dir: this.#dir, configDir: res.files.generation, ok: res.result.ok }, 'config content changed');
     await this.#onResult(res);
     // Only a delivery that went through counts; a throwing onResult gets the result again next poll.
     this.#deliveredKey = key;

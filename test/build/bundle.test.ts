@@ -1,8 +1,8 @@
 // `npm run build` bundles the two daemons with esbuild (scripts/bundle.ts, issue 12).
 // The bundle must behave like the sources: same --version (package.json found from
 // the shared chunk), same --help, and the dry run works for the provisioner.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -25,7 +25,7 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     expect(existsSync(join(out, 'node-cleanup', 'main.js'))).toBe(true);
     const files = readdirSync(out);
     expect(files.filter((f) => /^chunk-\w+\.js$/.test(f)).length).toBeGreaterThanOrEqual(1);
-    expect(files).toContain('main.js.map');
+    expect(files).toContain('provisioner.js.map');
   });
 
   it('prints the same --version and --help as the sources, for both daemons', () => {
@@ -37,4 +37,18 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
       expect(run(bundled, ['--help'])).toBe(run(source, ['--help']));
     }
   }, 120_000);
+
+  it("logs klog's header with the caller's file:line from the bundle too (issue 18, point 0)", () => {
+    const cfg = join(out, 'cfg');
+    mkdirSync(cfg);
+    writeFileSync(join(cfg, 'storageClassMap'), `fast:\n  hostDir: /mnt/fast\n  mountDir: ${cfg}\n`);
+    const r = spawnSync(process.execPath, [join(out, 'main.js'), '--dry-run', '--node-name=n1', `--config-dir=${cfg}`], {
+      cwd: repo,
+      encoding: 'utf8',
+      env: { PATH: process.env['PATH'] ?? '', KUBECONFIG: join(out, 'no-kubeconfig') },
+    });
+    expect(r.status).toBe(0);
+    const line = r.stderr.split('\n').find((l) => l.includes('working offline'));
+    expect(line).toMatch(/^W\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.-]+\.js:\d+\] dry run: could not read the cluster; working offline err="/);
+  }, 60_000);
 });

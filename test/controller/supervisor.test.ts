@@ -204,20 +204,22 @@ describe('Supervisor: reload', () => {
 
   it('a config dir with no known key is a Warning Event on each ref, once per content', async () => {
     const { sup, rec, logs } = setup();
+    // Its keys are also named by the ConfigWarning Events of the parse warnings (issue 18, point 12).
+    const nk = (): RecordedEvent[] => rec.events.filter((e) => e.reason !== 'ConfigWarning');
     await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
     expect(sup.ready).toBe(true); // valid: nothing to discover
-    expect(rec.events.map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
+    expect(nk().map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
       ['Pod', 'Warning', 'ConfigNoKnownKey'],
       ['Node', 'Warning', 'ConfigNoKnownKey'],
     ]);
-    expect(rec.events[0]!.message).toBe(
+    expect(nk()[0]!.message).toBe(
       'No known key in the configuration (unknown keys: "storageClasMap" (did you mean "storageClassMap"?), "useNodeNameOnIy" (did you mean "useNodeNameOnly"?)); nothing will be discovered',
     );
     expect(logs.some((l) => l['level'] === 40 && String(l['msg']).startsWith('No known key in the configuration'))).toBe(true);
     await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
-    expect(rec.events).toHaveLength(2);
+    expect(nk()).toHaveLength(2);
     await sup.handle(result({}));
-    expect(rec.events.at(-1)?.message).toBe('No known key in the configuration (the directory has no keys); nothing will be discovered');
+    expect(nk().at(-1)?.message).toBe('No known key in the configuration (the directory has no keys); nothing will be discovered');
     await sup.handle(result(A));
     const n = rec.events.filter((e) => e.reason === 'ConfigNoKnownKey').length;
     await sup.handle(result({ storageClasMap: A.storageClassMap, useNodeNameOnIy: 'true' }));
@@ -381,7 +383,7 @@ describe('Supervisor: hot reload off, start failures, stop', () => {
     expect(await reloads(metrics)).toEqual({ applied: 1, invalid: 0, unchanged: 2 });
     const warn = logs.filter((l) => String(l['msg']).includes('restart the pod to apply'));
     expect(warn).toHaveLength(1);
-    expect(warn[0]!['hash']).toBe(hashOf(B));
+    expect(warn[0]!['configHash']).toBe(hashOf(B));
     expect(warn[0]!['changed']).toBeInstanceOf(Array);
   });
 
@@ -595,5 +597,89 @@ describe('ConfigWatcher + Supervisor with the kubelet writer', () => {
     await watcher.checkNow();
     expect(h.starts.length).toBe(afterBurst);
     expect(h.maxActive).toBe(1);
+  });
+});
+
+describe('Supervisor: Events for warnings and recovery, log field names (issue 18, points 10-12)', () => {
+  const TYPO = { ...A, useNodeNameOnIy: 'true' };
+
+  it('a misspelt key: a Warning ConfigWarning naming it; fixing it: a Normal ConfigRecovered', async () => {
+    const { sup, rec } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result(TYPO));
+    expect(rec.events.map((e) => [e.ref.kind, e.type, e.reason])).toEqual([
+      ['Pod', 'Warning', 'ConfigWarning'],
+      ['Node', 'Warning', 'ConfigWarning'],
+    ]);
+    expect(rec.events[0]!.message).toBe(
+      `Configuration ${hashOf(A).slice(0, 12)} has 1 warning (keys useNodeNameOnIy); the rest of it is valid: ` +
+        'useNodeNameOnIy: unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"? (file useNodeNameOnIy)',
+    );
+    await sup.handle(result({ ...TYPO })); // the kubelet's touch: nothing new
+    expect(rec.events).toHaveLength(2);
+    await sup.handle(result(A)); // the typo fixed: the config hash is the same, the warning is gone
+    expect(rec.events.slice(2).map((e) => [e.ref.kind, e.type, e.reason, e.message])).toEqual([
+      ['Pod', 'Normal', 'ConfigRecovered', `Configuration ${hashOf(A).slice(0, 12)} has no warnings any more`],
+      ['Node', 'Normal', 'ConfigRecovered', `Configuration ${hashOf(A).slice(0, 12)} has no warnings any more`],
+    ]);
+  });
+
+  it('invalid, then the edit reverted: a Normal ConfigRecovered follows the ConfigInvalid', async () => {
+    const { sup, rec } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result(BAD_PATH));
+    await sup.handle(result(A));
+    expect(rec.events.map((e) => `${e.type} ${e.reason}`)).toEqual(['Warning ConfigInvalid', 'Warning ConfigInvalid', 'Normal ConfigRecovered', 'Normal ConfigRecovered']);
+    expect(rec.events.at(-1)!.message).toBe(`Configuration valid again: ${hashOf(A).slice(0, 12)}, the one running, is kept; the rejected content was replaced`);
+    await sup.handle(result(A)); // nothing more to say
+    expect(rec.events).toHaveLength(4);
+  });
+
+  it('invalid, then valid with hot reload off: a Normal ConfigRecovered saying the pod must restart', async () => {
+    const { sup, rec } = setup({ hotReload: false });
+    await sup.handle(result(A));
+    await sup.handle(result(BAD_PATH));
+    await sup.handle(result(B));
+    expect(rec.reasons()).toEqual(['ConfigInvalid', 'ConfigInvalid', 'ConfigRecovered', 'ConfigRecovered']);
+    expect(rec.events.at(-1)!.message).toBe(
+      `Configuration ${hashOf(B).slice(0, 12)} is valid; hot reload is off, so ${hashOf(A).slice(0, 12)} keeps running until the pod restarts`,
+    );
+  });
+
+  it('ConfigReloaded names the config hash, not a controller generation number (they start over in every pod)', async () => {
+    const { sup, rec } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result(B));
+    expect(rec.events[0]!.message).toMatch(new RegExp(`^Configuration ${hashOf(B).slice(0, 12)} applied, local controller restarted; changed: `));
+    expect(rec.events[0]!.message).not.toMatch(/generation/);
+  });
+
+  it('log fields: configHash and controllerGeneration for a generation, configDir for the kubelet directory', async () => {
+    const { sup, logs } = setup();
+    await sup.handle(result(A));
+    const bad = result(BAD_PATH);
+    await sup.handle(bad);
+    await sup.handle(result(B));
+    const loaded = logs.find((l) => l['msg'] === 'configuration loaded; local controller started')!;
+    expect(loaded).toMatchObject({ configHash: hashOf(A), controllerGeneration: 1 });
+    const reloaded = logs.find((l) => l['msg'] === 'configuration reloaded; local controller restarted')!;
+    expect(reloaded).toMatchObject({ configHash: hashOf(B), previousConfigHash: hashOf(A), controllerGeneration: 2 });
+    const rejected = logs.find((l) => String(l['msg']).startsWith('invalid configuration:'))!;
+    expect(rejected['configDir']).toBe(bad.files.generation);
+    for (const l of logs) expect(Object.keys(l)).not.toContain('generation');
+  });
+
+  it('a YAML syntax error: one ConfigInvalid error with line and hint; the parser cascade only at debug', async () => {
+    const { sup, rec, logs } = setup();
+    await sup.handle(result(A));
+    await sup.handle(result({ storageClassMap: 'fast:\n  hostDir: /mnt/fast\n mountDir: /mnt/fast\n  volumeMode: Filesystem\n' }));
+    expect(rec.events[0]!.message).toBe(
+      `Configuration rejected (1 error), keeping configuration ${hashOf(A).slice(0, 12)} running: storageClassMap: YAML syntax error: ` +
+        'bad indentation of a mapping entry; check that keys at the same level under storageClassMap are indented the same (file storageClassMap, line 3)',
+    );
+    expect(logs.filter((l) => l['level'] === 50 && String(l['msg']).startsWith('invalid configuration:'))).toHaveLength(1);
+    const cascade = logs.filter((l) => String(l['msg']).startsWith('YAML parser: '));
+    expect(cascade.length).toBeGreaterThan(1);
+    expect(cascade.every((l) => l['level'] === 20)).toBe(true);
   });
 });

@@ -71,15 +71,15 @@ describe.skipIf(!isRoot)('a block cleaner\'s output in the daemon log (needs roo
       expect(l.endsWith('\n')).toBe(true);
       expect(Buffer.byteLength(l)).toBeLessThanOrEqual(MAX_LINE_BYTES);
     }
-    expect(output.join('')).toContain(String.raw`wiping \x1b[31mRED\x1b]0;pwned\x07 \rOVER \x7f \x9b2J \u202eexe component=deleter pv=${name} stream=stdout`);
-    expect(output.join('')).toContain(String.raw`stderr \x1b[2J\x07 component=deleter pv=${name} stream=stderr`);
+    expect(output.join('')).toContain(String.raw`wiping \x1b[31mRED\x1b]0;pwned\x07 \rOVER \x7f \x9b2J \u202eexe component="deleter" pv="${name}" stream="stdout"`);
+    expect(output.join('')).toContain(String.raw`stderr \x1b[2J\x07 component="deleter" pv="${name}" stream="stderr"`);
     // The 6,000-byte line: logged capped, with the marker.
     const long = output.find((l) => l.includes('€€€')) ?? '';
-    expect(long).toMatch(/€\[\.\.\. \d+ bytes cut \.\.\.\] component=deleter pv=\S+ stream=stderr\n$/);
+    expect(long).toMatch(/€\[\.\.\. \d+ bytes cut \.\.\.\] component="deleter" pv="\S+" stream="stderr"\n$/);
     // The failure quoting it: capped in the process table, in the log and in the Event.
     expect(stored).toMatch(/^block cleaner command "bash" exited with code 3: €+\[\.\.\. \d+ bytes cut \.\.\.\]$/);
     expect(Buffer.byteLength(stored)).toBeLessThanOrEqual(MAX_TEXT_BYTES);
-    expect(lines.some((l) => / WARN {2}Error cleaning PV .*exited with code 3: €+\[\.\.\. \d+ bytes cut/.test(l))).toBe(true);
+    expect(lines.some((l) => /^W\d{4} [^\]]+\] Error cleaning PV .*exited with code 3: €+\[\.\.\. \d+ bytes cut/.test(l))).toBe(true);
     const event = recorder.events.find((e) => e.reason === 'VolumeFailedDelete');
     expect(event?.message).toMatch(/^Error cleaning PV .* exited with code 3: €+/);
   });

@@ -29,6 +29,13 @@ describe('parseNodeCleanupOptions', () => {
     expect(parseNodeCleanupOptions(['--log-level=warn', '--log-format=json'], { LOG_LEVEL: 'debug' })).toMatchObject({ logLevel: 'warn', logFormat: 'json' });
   });
 
+  it("defaults to klog's text format, in a pod too; --logging-format=json|text as Kubernetes components spell it; no positional argument (issue 18)", () => {
+    expect(parseNodeCleanupOptions([], { KUBERNETES_SERVICE_HOST: '10.96.0.1' }).logFormat).toBe('text');
+    expect(parseNodeCleanupOptions(['--logging-format=json'], {}).logFormat).toBe('json');
+    expect(() => parseNodeCleanupOptions(['--logging-format=yaml'], {})).toThrow('invalid value "yaml" for --logging-format: want json or text');
+    expect(() => parseNodeCleanupOptions(['stray'], {})).toThrow('unexpected argument "stray": this command takes flags only');
+  });
+
   it('--kubeconfig wins over KUBECONFIG', () => {
     expect(parseNodeCleanupOptions([], { KUBECONFIG: '/env' }).kubeconfig).toBe('/env');
     expect(parseNodeCleanupOptions(['--kubeconfig=/flag'], { KUBECONFIG: '/env' }).kubeconfig).toBe('/flag');

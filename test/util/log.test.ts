@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAX_TEXT_BYTES } from '../../src/util/errors.ts';
-import { boundJsonLine, createLogger, formatTextLine, MAX_LINE_BYTES, resolveLogFormat } from '../../src/util/log.ts';
+import { boundJsonLine, createLogger, formatTextLine, klogHeader, MAX_LINE_BYTES, resolveLogFormat } from '../../src/util/log.ts';
 import { useTempDir } from '../support/tmp.ts';
 
 const repo = join(import.meta.dirname, '..', '..');
@@ -19,26 +19,38 @@ describe('createLogger', () => {
     expect(parsed[0]).toMatchObject({ msg: 'hello', pv: 'local-pv-1', name: 'local-volume-provisioner' });
   });
 
-  it('writes one readable line per entry in text format', () => {
+  it("writes klog's text format: header, message with quotes as written, then key=value pairs (issue 18, point 0)", () => {
     const lines: string[] = [];
     const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
-    log.warn({ pv: 'local-pv-1', path: '/mnt/a b', n: 3, obj: { a: 1 } }, 'cleanup failed');
+    log.warn({ pv: 'local-pv-1', path: '/mnt/a b', n: 3, ok: true, obj: { a: 1 } }, 'path "/mnt/local-storage/notbindmount" is not a valid mount point');
+    const line = `${process.pid} log.test.ts:25] path "/mnt/local-storage/notbindmount" is not a valid mount point pv="local-pv-1" path="/mnt/a b" n=3 ok=true obj={"a":1}\n`;
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z WARN {2}cleanup failed pv=local-pv-1 path="\/mnt\/a b" n=3 obj=\{"a":1\}\n$/);
+    expect(lines[0]).toMatch(/^W\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ /);
+    expect(lines[0]?.slice(22)).toBe(`${' '.repeat(7 - String(process.pid).length)}${line}`);
     log.error({ err: new Error('boom') }, 'failed');
-    expect(lines[1]).toMatch(/ERROR failed err=boom\n {4}at /);
+    expect(lines[1]).toMatch(/^E\d{4} [\d:.]{15} +\d+ log\.test\.ts:\d+\] failed err="boom"\n$/); // no stack at info level
+    const child = createLogger({ format: 'text', level: 'debug', write: (s) => lines.push(s) }).child({ component: 'c' });
+    child.debug({ err: new Error('boom') }, 'detail');
+    expect(lines[2]).toMatch(/^I\d{4} [\d:.]{15} +\d+ log\.test\.ts:\d+\] detail component="c" err="boom"\n {4}at /); // stack at debug
+  });
+
+  it('klogHeader: severity letter, MMDD, local time with microseconds, pid in 7 columns, file:line]', () => {
+    const t = new Date(2026, 11, 1, 20, 13, 30, 216).getTime() * 1000 + 163;
+    expect(klogHeader('info', t, 1, 'file.go:123')).toBe('I1201 20:13:30.216163       1 file.go:123] ');
+    expect(klogHeader('warn', t, 1234567, 'x.ts:1')).toBe('W1201 20:13:30.216163 1234567 x.ts:1] ');
+    expect(klogHeader('error', t, 42, 'x.ts:1').slice(0, 1)).toBe('E');
+    expect(klogHeader('fatal', t, 42, 'x.ts:1').slice(0, 1)).toBe('F');
+    expect(klogHeader('debug', t, 42, 'x.ts:1').slice(0, 1)).toBe('I');
   });
 
   it('formats a line that is not JSON as is', () => {
     expect(formatTextLine('plain')).toBe('plain\n');
   });
 
-  it('auto is text at a terminal outside a cluster, json otherwise', () => {
-    expect(resolveLogFormat('auto', {}, true)).toBe('text');
-    expect(resolveLogFormat('auto', {}, false)).toBe('json');
-    expect(resolveLogFormat('auto', { KUBERNETES_SERVICE_HOST: '10.0.0.1' }, true)).toBe('json');
-    expect(resolveLogFormat('json', {}, true)).toBe('json');
-    expect(resolveLogFormat('text', { KUBERNETES_SERVICE_HOST: 'x' }, false)).toBe('text');
+  it('auto (the former default) is text, in a pod too; json only when asked', () => {
+    expect(resolveLogFormat('auto')).toBe('text');
+    expect(resolveLogFormat('text')).toBe('text');
+    expect(resolveLogFormat('json')).toBe('json');
   });
 });
 
@@ -50,7 +62,7 @@ const HOSTILE = 'red \u001b[31mALERT\u001b]0;title\u0007 bell\u0007 cr\rover nl\
 describe('log lines are safe for a terminal (issue 17, point 7)', () => {
   it('text format: control characters in the message, in fields, in keys and in an error are escaped', () => {
     const lines: string[] = [];
-    const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
+    const log = createLogger({ format: 'text', level: 'debug', write: (s) => lines.push(s) });
     const err = new Error(`boom ${HOSTILE}`);
     log.warn({ line: HOSTILE, plain: 'a\u001bb', nested: { v: HOSTILE }, [`k\u001b[2J`]: 1, err }, `Cleanup pv "p": ${HOSTILE}`);
     expect(lines).toHaveLength(1);
@@ -87,17 +99,17 @@ describe('log lines are bounded (issue 17, point 6)', () => {
 
   it(`text format: every string at most ${MAX_TEXT_BYTES} bytes, with a marker; the line at most ${MAX_LINE_BYTES}`, () => {
     const lines: string[] = [];
-    const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
+    const log = createLogger({ format: 'text', level: 'debug', write: (s) => lines.push(s) });
     log.warn({ pv: 'p', err: huge, obj: { huge } }, huge);
     log.warn({ a: huge, b: huge, c: huge, d: huge, e: huge }, huge);
     log.error({ err: new Error(huge) }, 'failed');
     for (const l of lines) expect(Buffer.byteLength(l)).toBeLessThanOrEqual(MAX_LINE_BYTES);
-    const [msg, ...fields] = (lines[0] ?? '').replace(/^\S+ WARN {2}/, '').split(' pv=');
+    const [msg, ...fields] = (lines[0] ?? '').replace(/^W[^\]]+\] /, '').split(' pv=');
     expect(Buffer.byteLength(msg ?? '')).toBeLessThanOrEqual(MAX_TEXT_BYTES);
     expect(msg).toMatch(marker);
     expect(msg?.startsWith('start éé')).toBe(true);
-    expect(fields.join('')).toMatch(/^p err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]" obj=\{"huge":"start é+\[\.\.\. \d+ bytes cut \.\.\.\]\}\n$/);
-    expect(lines[2]).toMatch(/ERROR failed err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]"\n {4}at /);
+    expect(fields.join('')).toMatch(/^"p" err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]" obj=\{"huge":"start é+\[\.\.\. \d+ bytes cut \.\.\.\]\}\n$/);
+    expect(lines[2]).toMatch(/\] failed err="start é+\[\.\.\. \d+ bytes cut \.\.\.\]"\n {4}at /);
   });
 
   it('json format: every string capped, the line still valid JSON, a short line untouched', () => {
@@ -144,7 +156,7 @@ describe('the daemon keeps stdout for requested output', () => {
     const errLines = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(errLines.some((l) => l['level'] === 'warn' && String(l['msg']).includes('working offline'))).toBe(true);
     expect(r.stderr).toContain('configuration warning: useNodeNameOnIy: unknown key "useNodeNameOnIy" ignored; did you mean "useNodeNameOnly"?');
-  });
+  }, 60_000);
 });
 
 describe('the last lines before an exit are written', { timeout: 60_000 }, () => {
