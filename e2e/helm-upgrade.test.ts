@@ -169,7 +169,7 @@ describe('point 3: no default image (none is published)', () => {
     for (const args of [[], ['--set', 'image='], ['--set', 'image=  ']]) {
       const err = await fails(args);
       expect(err).toMatch(/image is not set, and no image of local-static-provisioner is published/);
-      expect(err).toMatch(/node scripts\/build-image\.ts/);
+      expect(err).toMatch(/npm run build-image/);
       expect(err).toMatch(/Dockerfile/);
       expect(err).toMatch(/--set image=<registry>\/local-static-provisioner:0\.1\.0/);
     }

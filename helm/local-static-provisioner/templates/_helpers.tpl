@@ -63,7 +63,7 @@ ours pushed under such a name is allowed with imageIsLocalStaticProvisioner: tru
 {{- $image := index . 1 | trim -}}
 {{- $key := index . 2 -}}
 {{- if not $image -}}
-{{- fail (printf "%s is not set, and no image of local-static-provisioner is published (an install without it would stall in ImagePullBackOff): build the image from this repository's Dockerfile (node scripts/build-image.ts, or docker build -t <registry>/local-static-provisioner:%s .), push it to a registry your nodes pull from, and set %s, e.g. --set %s=<registry>/local-static-provisioner:%s (docs/helm.md)" $key $.Chart.AppVersion $key $key $.Chart.AppVersion) -}}
+{{- fail (printf "%s is not set, and no image of local-static-provisioner is published (an install without it would stall in ImagePullBackOff): build the image from this repository's Dockerfile (npm run build-image, or docker build -t <registry>/local-static-provisioner:%s .), push it to a registry your nodes pull from, and set %s, e.g. --set %s=<registry>/local-static-provisioner:%s (docs/helm.md)" $key $.Chart.AppVersion $key $key $.Chart.AppVersion) -}}
 {{- end -}}
 {{- $repository := regexReplaceAll ":[^/]*$" (regexReplaceAll "@.*$" $image "") "" -}}
 {{- if and (or (hasSuffix "local-volume-provisioner" $repository) (hasSuffix "local-volume-node-cleanup" $repository)) (not (dig "imageIsLocalStaticProvisioner" false $.Values.AsMap)) -}}
