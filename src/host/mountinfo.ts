@@ -62,7 +62,8 @@ export function makeDev(major: number, minor: number): number {
 export function formatDev(dev: number): string {
   const d = BigInt(dev);
   const major = ((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn);
-  const minor = (d & 0xffn) | ((d >> 12n) & ~0xffn);
+  // glibc gnu_dev_minor masks with 0xffffff00 (32 bits): an unbounded ~0xffn would pull a major above 12 bits into the minor.
+  const minor = (d & 0xffn) | ((d >> 12n) & 0xffffff00n);
   return `${major}:${minor}`;
 }
 
