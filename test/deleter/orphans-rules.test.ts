@@ -25,6 +25,8 @@ const faults = vi.hoisted(() => ({
   skipMkdir: new Set<string>(),
   /** fstatSync of an fd open on these paths reports this size. */
   fstatSize: new Map<string, number>(),
+  /** When set, the path of every readSync's fd is appended. */
+  reads: undefined as string[] | undefined,
 }));
 
 vi.mock('node:fs', async (importOriginal) => {
@@ -42,7 +44,11 @@ vi.mock('node:fs', async (importOriginal) => {
     const size = faults.fstatSize.size > 0 ? faults.fstatSize.get(orig.readlinkSync(`/proc/self/fd/${fd}`)) : undefined;
     return size === undefined ? st : Object.assign(Object.create(Object.getPrototypeOf(st) as object) as object, st, { size });
   }) as typeof orig.fstatSync;
-  const patched = { readFileSync, mkdirSync, fstatSync };
+  const readSync = ((fd: number, ...rest: unknown[]) => {
+    faults.reads?.push(orig.readlinkSync(`/proc/self/fd/${fd}`));
+    return (orig.readSync as (...a: unknown[]) => number)(fd, ...rest);
+  }) as typeof orig.readSync;
+  const patched = { readFileSync, mkdirSync, fstatSync, readSync };
   return { ...orig, ...patched, default: { ...orig, ...patched } };
 });
 
@@ -75,6 +81,7 @@ afterEach(() => {
   faults.files.clear();
   faults.skipMkdir.clear();
   faults.fstatSize.clear();
+  faults.reads = undefined;
   for (const g of groups.splice(0)) {
     try {
       process.kill(-g, 'SIGKILL'); // only groups this file spawned
@@ -356,16 +363,20 @@ describe('how a record is read', () => {
   it('a record of exactly MAX_RECORD_BYTES is read whole', () => {
     const { reg, cleaners } = registry();
     write(cleaners, String(NO_PID), recordOfSize(MAX_RECORD_BYTES));
+    faults.reads = [];
     expect(reg.reapOrphans()).toBe(0);
     expect(warns()).toEqual([]); // parsed, valid, its process gone
     expect(readdirSync(cleaners)).toEqual([]);
+    expect(faults.reads).toContain(join(cleaners, String(NO_PID)));
   });
 
-  it('a record of MAX_RECORD_BYTES + 1 is too large', () => {
+  it('a record of MAX_RECORD_BYTES + 1 is too large and dropped unread', () => {
     const { reg, cleaners } = registry();
     write(cleaners, String(NO_PID), recordOfSize(MAX_RECORD_BYTES + 1));
+    faults.reads = [];
     expect(reg.reapOrphans()).toBe(0);
     expect(reasons()).toEqual([`larger than ${MAX_RECORD_BYTES} bytes`]);
+    expect(faults.reads).toEqual([]);
   });
 
   it('a record that grew after fstat is still cut at MAX_RECORD_BYTES + 1 bytes read', () => {
