@@ -234,7 +234,7 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       sink.end();
     }
     log(`image: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${archive} (${ref})`);
-    await pruneStorage(buildah, ref, baseHash, steps.ids, log);
+    await pruneStorage(buildah, baseHash, steps.ids, log);
     await pruneArchives(dirname(dirname(archive)), KEEP_ARCHIVES, log);
     return { archive, ref };
   });
@@ -258,12 +258,14 @@ export async function pruneArchives(dir: string, keep: number, log: (msg: string
 
 /**
  * vfs stores every layer as a full copy, so the storage would grow by GBs per build. Keep only what the
- * next build can reuse: the current base, the product image and the reusable layers of the last build
- * (ReusableSteps); remove every other image. Failures are logged, not thrown: the archive is already there.
+ * next build can reuse: the current base and the reusable layers of the last build (ReusableSteps);
+ * remove every other image, the product image included (the archive has it). Failures are logged, not thrown: the archive is already there.
  */
-async function pruneStorage(buildah: Buildah, ref: string, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
+async function pruneStorage(buildah: Buildah, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
   try {
-    const keepNames = new Set([ref, baseImageCacheRef(baseHash), NODE_BASE_REF]);
+    // Not the product image itself: it is in the archive now, and its layers hold those of the steps after
+    // COPY --from (a removed image's layers stay while a kept image's layer sits on them).
+    const keepNames = new Set([baseImageCacheRef(baseHash), NODE_BASE_REF]);
     const listing = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
     const drop = imagesToPrune(listing, keepNames, stepIds);
     if (drop.length > 0) await buildah.run(['rmi', '-f', ...drop]);
