@@ -50,7 +50,8 @@ describe.skipIf(!isRoot())('npm run demo, as started by a user', () => {
         },
         { what: 'the demo to print "Ctrl-C to stop"', timeoutMs: 200_000 },
       );
-      expect.soft(out.indexOf(`export KUBECONFIG=${kubeconfig}`), 'the kubeconfig before the PV table').toBeLessThan(out.indexOf('local-pv-'));
+      const at = out.indexOf(`  export KUBECONFIG=${kubeconfig}`);
+      expect.soft(at >= 0 && at < out.indexOf('local-pv-'), `the kubeconfig printed before the PV table:\n${out}`).toBe(true);
       // The printed kubectl works with the printed kubeconfig.
       const kubectl = /\(no kubectl\? (\S+) is one/.exec(out)?.[1];
       expect.soft(kubectl, out).toBeDefined();

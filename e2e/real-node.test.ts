@@ -6,7 +6,10 @@
 // (new classes, one for a loop device, and PV labels) is projected by the kubelet and applied in
 // place; deleting the Pod and the PVC cleans the volume and brings the PV back Available, in-process
 // and, with the shipped job-cleaning component, through a cleanup Job run as a real container; a
-// rollout restart and an image update (another reference of the same image) keep every PV. Then,
+// rollout restart and an image update (another reference of the same image) keep every PV. The node
+// has an InternalIP: kubectl logs, exec and port-forward reach the pod, the metrics Service has its
+// endpoint, docs/operations.md's troubleshooting commands run as written, and examples/pvc-and-pod.yaml
+// and examples/statefulset.yaml run as written (kubectl apply -f, their image imported). Then,
 // on the same node and control plane, the same flow with the chart and the real helm binary:
 // `helm install` (a post-renderer adds what the kustomize overlay adds), a scheduled PVC, a new class
 // by `helm upgrade` applied in place, the PV Available again, `helm uninstall` leaving the PVs.
