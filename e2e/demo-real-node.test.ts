@@ -1,7 +1,9 @@
 // `npm run demo -- --real-node` (scripts/demo-real-node.ts): the shipped DaemonSet on a real node
 // discovers the demo's mounts under /mnt/disks, a scheduled Pod's PVC is printed Bound to a local
-// PV with the pod on that node; Ctrl-C stops the node and the control plane and restores the host
+// PV with the pod on that node; with the kubeconfig and kubectl it printed first, `kubectl logs` of the
+// DaemonSet and examples/pvc-and-pod.yaml as written work; Ctrl-C stops the node and the control plane and restores the host
 // (sysctls, iptables, mounts, cgroups, links, fixed paths), /mnt/disks and the temp dirs included.
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +39,20 @@ describe.skipIf(reason !== undefined)(`npm run demo -- --real-node${reason ? ` (
       expect(out).toMatch(/the pod wrote \/mnt\/disks\/fast-disks\/vol\d\/hello\.txt: written by demo-app/);
       // etcd, apiserver, KCM, scheduler, kubelet, containerd, the watchdog (all under the private TMPDIR)
       expect(pgrep(root).length).toBeGreaterThanOrEqual(7);
+
+      // What a user does next with what the demo printed first: the kubeconfig and a kubectl.
+      const kubeconfig = /^ {2}export KUBECONFIG=(\S+)$/m.exec(out)?.[1] ?? '';
+      expect(out.indexOf(`  export KUBECONFIG=${kubeconfig}`)).toBeLessThan(out.indexOf('local-pv-'));
+      const kubectl = /\(no kubectl\? (\S+) is one/.exec(out)?.[1] ?? '';
+      const env = { ...process.env, KUBECONFIG: kubeconfig };
+      const run = (...args: string[]): string => execFileSync(kubectl, args, { encoding: 'utf8', env, timeout: 120_000 });
+      expect(out).toMatch(/^pod logs: kubectl logs -n kube-system ds\/local-volume-provisioner; files under \S+\/pod-logs /m);
+      expect(run('logs', '-n', 'kube-system', 'ds/local-volume-provisioner')).toContain('/mnt/disks/fast-disks/vol');
+      // examples/pvc-and-pod.yaml as written: its claim binds to one of the demo's volumes, its Pod runs.
+      run('apply', '-f', join(import.meta.dirname, '..', 'examples', 'pvc-and-pod.yaml'));
+      await waitFor(() => run('get', 'pod', 'example-local-pod', '-o', 'jsonpath={.status.phase}') === 'Running', { what: 'example-local-pod Running on the demo', timeoutMs: 180_000, intervalMs: 1_000 });
+      expect(run('get', 'pvc', 'example-local-claim', '-o', 'jsonpath={.status.phase}')).toBe('Bound');
+      await waitFor(() => /\d{2}:\d{2}:\d{2}/.test(run('logs', 'example-local-pod')), { what: 'the log of example-local-pod', timeoutMs: 60_000 });
 
       expect(await demo.interrupt()).toBe(0);
       expect(pgrep(root)).toEqual([]);

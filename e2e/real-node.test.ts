@@ -6,7 +6,10 @@
 // (new classes, one for a loop device, and PV labels) is projected by the kubelet and applied in
 // place; deleting the Pod and the PVC cleans the volume and brings the PV back Available, in-process
 // and, with the shipped job-cleaning component, through a cleanup Job run as a real container; a
-// rollout restart and an image update (another reference of the same image) keep every PV. Then,
+// rollout restart and an image update (another reference of the same image) keep every PV. The node
+// has an InternalIP: kubectl logs, exec and port-forward reach the pod, the metrics Service has its
+// endpoint, docs/operations.md's troubleshooting commands run as written, and examples/pvc-and-pod.yaml
+// and examples/statefulset.yaml run as written (kubectl apply -f, their image imported). Then,
 // on the same node and control plane, the same flow with the chart and the real helm binary:
 // `helm install` (a post-renderer adds what the kustomize overlay adds), a scheduled PVC, a new class
 // by `helm upgrade` applied in place, the PV Available again, `helm uninstall` leaving the PVs.
@@ -28,7 +31,7 @@ import { kubectl, startKubectl } from './harness/kubectl.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
 import { startNode, type RealNode } from './harness/node.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, e2ePatches, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
+import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, e2ePatches, importExamplesImage, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
 
 const reason = realNodeUnsupportedReason();
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
@@ -52,6 +55,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   let api: Clients;
   let apps: AppsV1Api;
   let overlay: string | undefined;
+  let examplesImage = '';
   /** The provisioner pods' label selector: the kustomize base's, then the chart release's. */
   let podSelector = `app.kubernetes.io/name=${baseDaemonSet}`;
 
@@ -84,6 +88,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const t = performance.now();
     await node.importImage(image.archive);
     measure('image import (ctr images import)', performance.now() - t);
+    examplesImage = await importExamplesImage(node);
 
     // The e2e overlay: the loopback-only apiserver needs hostNetwork and its address; the image name.
     overlay = await applyBaseOverlay(cp, image, kustomize);
@@ -158,10 +163,12 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   }
 
   it('the node has an InternalIP: kubectl logs, exec and port-forward reach the provisioner pod, the metrics Service has its endpoint', async () => {
+    const n = await api.core.readNode({ name: nodeName });
+    const internal = n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+    expect(internal, `the Node's addresses: ${JSON.stringify(n.status?.addresses)}`).toBeDefined();
     const address = node?.address ?? '';
     expect(address).toMatch(/^10\.250\.77\.\d+$/);
-    const n = await api.core.readNode({ name: nodeName });
-    expect(n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address).toBe(address);
+    expect(internal).toBe(address);
     const pod = await waitFor(readyPod, { what: 'the provisioner pod Ready', timeoutMs: 120_000 });
     const podName = pod.metadata?.name ?? '';
     expect(pod.status?.podIP, 'a hostNetwork pod has the node IP').toBe(address);
@@ -479,6 +486,31 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const fresh = await waitFor(async () => (await pvsOf(cls)).find((pv) => pv.spec?.local?.path === `/mnt/disks/${cls}/vol3`), { what: 'a PV for a volume mounted after the update', timeoutMs: 60_000 });
     expect(pvUids.has(fresh.metadata?.name ?? '')).toBe(false);
     expect(await pvUidsNow()).toEqual(new Map([...pvUids, [fresh.metadata?.name ?? '', fresh.metadata?.uid ?? '']]));
+  });
+
+  it('examples/pvc-and-pod.yaml and examples/statefulset.yaml run on the node as written (kubectl apply -f): claims Bound, pods Running', async () => {
+    const examples = join(import.meta.dirname, '..', 'examples');
+    const files = ['pvc-and-pod.yaml', 'statefulset.yaml'].map((f) => join(examples, f));
+    for (const f of files) expect(readFileSync(f, 'utf8')).toContain(`image: ${examplesImage.replace(/^docker\.io\/library\//, '')}`);
+    for (const f of files) await kubectlOk('apply', '-f', f);
+    try {
+      const runningWithClaim = async (pod: string, claim: string): Promise<V1Pod> => {
+        const p = await waitFor(async () => {
+          const r = await api.core.readNamespacedPod({ name: pod, namespace }).catch(() => undefined);
+          return r?.status?.phase === 'Running' ? r : undefined;
+        }, { what: `pod ${pod} Running (events: kubectl get events --field-selector involvedObject.name=${pod})`, timeoutMs: 180_000 });
+        expect((await api.core.readNamespacedPersistentVolumeClaim({ name: claim, namespace })).status?.phase).toBe('Bound');
+        expect(p.spec?.nodeName).toBe(nodeName);
+        return p;
+      };
+      await runningWithClaim('example-local-pod', 'example-local-claim');
+      await runningWithClaim('example-db-0', 'data-example-db-0');
+      // What the containers wrote into their local volumes, read back with kubectl.
+      await waitFor(async () => /\d{2}:\d{2}:\d{2}/.test(await kubectlOk('logs', 'example-local-pod')), { what: 'the date in the log of example-local-pod', timeoutMs: 60_000 });
+      await waitFor(async () => (await kubectlOk('exec', 'example-db-0', '--', 'cat', '/data/owners')).trim() === 'example-db-0', { what: 'example-db-0 in /data/owners', timeoutMs: 60_000 });
+    } finally {
+      for (const f of files) await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', ['delete', '-f', f, '--wait=false']);
+    }
   });
 
   describe('the same flow with helm install', () => {

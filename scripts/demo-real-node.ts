@@ -14,8 +14,8 @@ import { clientsFor, waitFor } from '../e2e/harness/kube.ts';
 import { ensureKustomizeBinary } from '../e2e/harness/kustomize.ts';
 import { startNode, type RealNode } from '../e2e/harness/node.ts';
 import { pgrep } from '../e2e/harness/procs.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, logPodTails, realNodeUnsupportedReason } from '../e2e/support/real-node.ts';
-import { claimTable, pvTable } from './demo-output.ts';
+import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, importExamplesImage, logPodTails, realNodeUnsupportedReason } from '../e2e/support/real-node.ts';
+import { claimTable, clusterAccess, pvTable, stopHint, stopOn } from './demo-output.ts';
 
 const NODE = 'demo-real-node';
 const CLASS = 'fast-disks'; // the base's class and StorageClass (WaitForFirstConsumer)
@@ -62,21 +62,23 @@ export async function realNodeDemo(once: boolean): Promise<never> {
     log('done');
     process.exit(failed ? 1 : code);
   };
-  process.on('SIGINT', () => void cleanup(0));
-  process.on('SIGTERM', () => void cleanup(0));
+  stopOn(() => cleanup(0));
 
   try {
+    // The control plane first: its kubeconfig is printed before the minutes of a cold image build.
+    cp = await startControlPlane({ log, scheduler: true, allControllers: true });
+    console.log(clusterAccess(cp, [`  kubectl logs -n kube-system ds/${baseDaemonSet}    (once the node is Ready and the DaemonSet applied)`]));
     const image = await ensureProvisionerImage({ log });
     const kustomize = await ensureKustomizeBinary();
     disks = new DiscoveryRoot();
     for (const v of ['vol1', 'vol2', 'vol3']) disks.volume(CLASS, v);
     log(`mounted 3 tmpfs volumes under ${disks.root}/${CLASS} (a self bind mount made rshared)`);
-    cp = await startControlPlane({ log, scheduler: true, allControllers: true });
     const { core } = clientsFor(cp.adminKubeconfig);
     node = await startNode(cp, { name: NODE, log });
-    log(`node ${NODE} Ready (kubelet + containerd, logs in ${node.dir})`);
+    log(`node ${NODE} Ready at ${node.address} (kubelet + containerd, logs in ${node.dir})`);
     await node.importImage(image.archive);
     log(`imported ${image.ref} into the node`);
+    log(`imported ${await importExamplesImage(node)} into the node (the image of examples/: \`kubectl apply -f examples/pvc-and-pod.yaml\` runs as written)`);
     overlay = await applyBaseOverlay(cp, image, kustomize);
     log(`applied the kustomize base (DaemonSet ${baseDaemonSet} in kube-system) with the overlay ${overlay}`);
 
@@ -136,7 +138,8 @@ export async function realNodeDemo(once: boolean): Promise<never> {
     console.log(`the pod wrote ${file}: ${written}\n`);
     if (once) return await cleanup(0);
     console.log(`export KUBECONFIG=${cp.adminKubeconfig}`);
-    console.log('Ctrl-C to stop and clean up.');
+    console.log(`pod logs: kubectl logs -n kube-system ds/${baseDaemonSet}; files under ${join(node.dir, 'pod-logs')} (kubelet ${node.logs.kubelet}, containerd ${node.logs.containerd})`);
+    console.log(stopHint);
   } catch (err) {
     console.error(`[demo] failed: ${(err as Error).message}`);
     if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`], (m) => console.error(m));

@@ -4,8 +4,9 @@
 // restricted identity and shows the PersistentVolumes it created; then a Pod
 // with a PVC of the WaitForFirstConsumer class is placed by the scheduler, the
 // PVC binds to a local PV, and the node agent (the kubelet stand-in) runs the
-// pod, which writes a file into the volume. Ctrl-C removes the mounts, the loop
-// device, the processes and the temp dirs. `npm run demo -- --once` exits after
+// pod, which writes a file into the volume. The kubeconfig is printed first. Ctrl-C
+// (SIGINT, SIGTERM or SIGHUP to npm or to this process; package.json execs node, so
+// npm forwards them) removes the mounts, the loop device, the processes and the temp dirs. `npm run demo -- --once` exits after
 // showing the bound PVC (used by tests). `--real-node`: the shipped DaemonSet on a real
 // node instead (scripts/demo-real-node.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ import { applyManifests } from '../e2e/harness/manifests.ts';
 import { claimWriter, createNode, markNodeReady, startNodeAgent, type NodeAgent } from '../e2e/harness/node-agent.ts';
 import { HostFixtures, isRoot } from '../e2e/support/host.ts';
 import { startProvisioner, type ProvisionerProcess } from '../e2e/support/provisioner.ts';
-import { claimTable, pvTable } from './demo-output.ts';
+import { claimTable, clusterAccess, pvTable, stopHint, stopOn } from './demo-output.ts';
 
 const { values } = parseArgs({
   options: { once: { type: 'boolean', default: false }, 'real-node': { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } },
@@ -61,8 +62,9 @@ const cleanup = async (code: number): Promise<never> => {
   log('done');
   process.exit(code);
 };
-process.on('SIGINT', () => void cleanup(0));
-process.on('SIGTERM', () => void cleanup(0));
+stopOn(() => cleanup(0));
+
+console.log(clusterAccess(cp, [`  The provisioner's log: ${host.path('provisioner.log')} (no kubelet here: \`kubectl logs\` needs \`npm run demo -- --real-node\`)`]));
 
 try {
   await applyManifests(cp.adminKubeconfig);
@@ -159,8 +161,9 @@ try {
   console.log(`the pod wrote ${join(pv.spec?.local?.path ?? '', 'hello.txt')}: ${readFileSync(join(pv.spec?.local?.path ?? '', 'hello.txt'), 'utf8').trim()}\n`);
   if (values.once) await cleanup(0);
   console.log(`export KUBECONFIG=${cp.adminKubeconfig}`);
+  console.log(`provisioner log: ${host.path('provisioner.log')}`);
   console.log(`config dir (edit it to see a hot reload): ${cfg}`);
-  console.log('Ctrl-C to stop and clean up.');
+  console.log(stopHint);
 } catch (err) {
   console.error(`[demo] failed: ${(err as Error).message}`);
   if (prov) console.error(prov.logs().split('\n').slice(-20).join('\n'));

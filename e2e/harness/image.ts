@@ -202,7 +202,7 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
     const onLine = (line: string): void => {
       if (progress.line(line)) sink.update(progress);
     };
-    const stepIds = new Set<string>();
+    const steps = new ReusableSteps();
     try {
       await ensureNodeBaseImage({
         buildah,
@@ -217,8 +217,7 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       const secret = ca === undefined ? [] : ['--secret', `id=build_ca,src=${ca}`];
       await buildah.run([...BUD_ARGS, ...secret, '-f', join(repoDir, 'Dockerfile'), '-t', ref, repoDir], (line) => {
         onLine(line);
-        const id = stepImageId(line);
-        if (id !== undefined) stepIds.add(id);
+        steps.line(line);
       });
       await mkdir(dirname(archive), { recursive: true });
       const tmp = `${archive}.tmp-${process.pid}`;
@@ -235,7 +234,7 @@ export async function ensureProvisionerImage(opts: ImageOptions = {}): Promise<P
       sink.end();
     }
     log(`image: built in ${((performance.now() - started) / 1000).toFixed(1)} s -> ${archive} (${ref})`);
-    await pruneStorage(buildah, ref, baseHash, stepIds, log);
+    await pruneStorage(buildah, baseHash, steps.ids, log);
     await pruneArchives(dirname(dirname(archive)), KEEP_ARCHIVES, log);
     return { archive, ref };
   });
@@ -259,17 +258,42 @@ export async function pruneArchives(dir: string, keep: number, log: (msg: string
 
 /**
  * vfs stores every layer as a full copy, so the storage would grow by GBs per build. Keep only what the
- * next build can reuse: the current base, the product image and the layers of the last build (its step
- * images); remove every other image. Failures are logged, not thrown: the archive is already there.
+ * next build can reuse: the current base and the reusable layers of the last build (ReusableSteps);
+ * remove every other image, the product image included (the archive has it). Failures are logged, not thrown: the archive is already there.
  */
-async function pruneStorage(buildah: Buildah, ref: string, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
+async function pruneStorage(buildah: Buildah, baseHash: string, stepIds: ReadonlySet<string>, log: (msg: string) => void): Promise<void> {
   try {
-    const keepNames = new Set([ref, baseImageCacheRef(baseHash), NODE_BASE_REF]);
+    // Not the product image itself: it is in the archive now, and its layers hold those of the steps after
+    // COPY --from (a removed image's layers stay while a kept image's layer sits on them).
+    const keepNames = new Set([baseImageCacheRef(baseHash), NODE_BASE_REF]);
     const listing = await buildah.run(['images', '-a', '--no-trunc', '--format', '{{.ID}} {{.Name}}:{{.Tag}}']);
     const drop = imagesToPrune(listing, keepNames, stepIds);
     if (drop.length > 0) await buildah.run(['rmi', '-f', ...drop]);
   } catch (err) {
     log(`image: could not prune old images from ${buildah.dir}: ${(err as Error).message.split('\n')[0] ?? ''}`);
+  }
+}
+
+/**
+ * The step images of a `buildah bud --layers` run that a later build can reuse: in each stage, the steps
+ * before the first one that copies `src` or another stage's output. Those steps and the ones after them
+ * change with every source change (and for the same sources the archive exists: no build runs), so
+ * keeping them would only hold GBs (vfs: every layer is a full copy). Feed it every output line.
+ */
+export class ReusableSteps {
+  readonly ids = new Set<string>();
+  #volatile = false;
+
+  line(line: string): void {
+    const step = /^(?:\[\d+\/\d+\] )?STEP (\d+)\/\d+: (.*)$/.exec(line.trim());
+    if (step) {
+      const instruction = step[2] ?? '';
+      if (step[1] === '1') this.#volatile = false; // a new stage
+      if (/^COPY\s/i.test(instruction) && (/\s--from=/.test(instruction) || /\ssrc\b/.test(instruction))) this.#volatile = true;
+      return;
+    }
+    const id = stepImageId(line);
+    if (id !== undefined && !this.#volatile) this.ids.add(id);
   }
 }
 

@@ -4,7 +4,7 @@
 // e2e/pause (a static Go binary), cached by a hash of its sources like the control plane.
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { access, chmod, copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, copyFile, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +24,11 @@ export interface OciImageSpec {
   readonly name: string;
   /** Files of the single layer: path in the image (no leading slash) → file on this host (mode kept). */
   readonly files: Readonly<Record<string, string>>;
+  /** Symlinks of the layer: path in the image → link target (e.g. busybox applets → busybox). */
+  readonly symlinks?: Readonly<Record<string, string>>;
   readonly entrypoint: readonly string[];
+  readonly cmd?: readonly string[];
+  readonly env?: readonly string[];
 }
 
 const sha256 = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
@@ -46,8 +50,12 @@ export async function writeOciArchive(spec: OciImageSpec, out: string): Promise<
       await mkdir(dirname(join(rootfs, path)), { recursive: true });
       await copyFile(source, join(rootfs, path));
     }
+    for (const [path, target] of Object.entries(spec.symlinks ?? {})) {
+      await mkdir(dirname(join(rootfs, path)), { recursive: true });
+      await symlink(target, join(rootfs, path));
+    }
     const layerTar = join(work, 'layer.tar');
-    await tarOf(rootfs, Object.keys(spec.files), layerTar);
+    await tarOf(rootfs, [...Object.keys(spec.files), ...Object.keys(spec.symlinks ?? {})], layerTar);
     const layer = await readFile(layerTar);
     const blob = async (data: Buffer | string): Promise<{ digest: string; size: number }> => {
       const hex = sha256(data);
@@ -59,7 +67,7 @@ export async function writeOciArchive(spec: OciImageSpec, out: string): Promise<
       JSON.stringify({
         architecture: process.arch === 'arm64' ? 'arm64' : 'amd64',
         os: 'linux',
-        config: { Entrypoint: spec.entrypoint },
+        config: { Entrypoint: spec.entrypoint, ...(spec.cmd ? { Cmd: spec.cmd } : {}), ...(spec.env ? { Env: spec.env } : {}) },
         rootfs: { type: 'layers', diff_ids: [layerDesc.digest] }, // uncompressed: diff id = digest
       }),
     );
@@ -118,4 +126,43 @@ export async function ensurePauseImage(cacheDir: string = defaultCacheDir()): Pr
   }
   await writeOciArchive({ name: pauseImage, files: { pause: join(dir, 'pause') }, entrypoint: ['/pause'] }, archive);
   return { name: pauseImage, archive };
+}
+
+/** The host's busybox (Debian: busybox-static), from which the examples' image is made. */
+export const hostBusybox = '/bin/busybox';
+
+/**
+ * Docker Hub's `busybox:<major.minor>` for a node without a registry, made of the host's static busybox
+ * (Debian's busybox-static; same upstream version, so the same name): /bin/busybox, a symlink per applet,
+ * Cmd sh, as the original. The examples in examples/ use it, and the demo's and the e2e real node import
+ * it so that they run there as written. Cached in $LSP_CACHE_DIR/busybox/<binary hash>/busybox.oci.tar.
+ */
+export async function ensureBusyboxImage(cacheDir: string = defaultCacheDir()): Promise<{ name: string; archive: string }> {
+  const binary = await readFile(hostBusybox);
+  const banner = (await execFileP(hostBusybox, [])).stdout;
+  const version = /^BusyBox v(\d+)\.(\d+)\./.exec(banner);
+  if (!version) throw new Error(`cannot read the version of ${hostBusybox}: ${banner.split('\n')[0] ?? ''}`);
+  const name = `docker.io/library/busybox:${version[1] ?? ''}.${version[2] ?? ''}`;
+  const dir = join(cacheDir, 'busybox', sha256(binary).slice(0, 32));
+  const archive = join(dir, 'busybox.oci.tar');
+  try {
+    await access(archive);
+    return { name, archive };
+  } catch {
+    /* build below */
+  }
+  const applets = (await execFileP(hostBusybox, ['--list'])).stdout.split('\n').filter((a) => /^[\w.[-]+$/.test(a) && a !== 'busybox');
+  await mkdir(dir, { recursive: true });
+  await writeOciArchive(
+    {
+      name,
+      files: { 'bin/busybox': hostBusybox },
+      symlinks: Object.fromEntries(applets.map((a) => [`bin/${a}`, 'busybox'])),
+      entrypoint: [],
+      cmd: ['sh'],
+      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+    },
+    archive,
+  );
+  return { name, archive };
 }

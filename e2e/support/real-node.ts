@@ -10,6 +10,7 @@ import type { ProvisionerImage } from '../harness/image.ts';
 import { kustomizeBuild } from '../harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from '../harness/manifests.ts';
 import { nodeUnsupportedReason, onPath, type RealNode } from '../harness/node.ts';
+import { ensureBusyboxImage, hostBusybox } from '../harness/oci.ts';
 
 /** The base's discovery root (its ConfigMap's fast-disks class lives under it). */
 export const discoveryRoot = '/mnt/disks';
@@ -22,6 +23,7 @@ export function realNodeUnsupportedReason(): string | undefined {
   return (
     nodeUnsupportedReason() ??
     (imageTools.length > 0 ? `the product image needs ${imageTools.join(', ')} (Debian packages)` : undefined) ??
+    (existsSync(hostBusybox) ? undefined : `the examples' image (busybox) needs ${hostBusybox} (Debian: apt-get install busybox-static)`) ??
     (existsSync(discoveryRoot) ? `${discoveryRoot} exists on this host (the base DaemonSet discovers there): not touching it` : undefined)
   );
 }
@@ -131,4 +133,14 @@ export function logPodTails(node: RealNode, podPrefixes: readonly string[], prin
       }
     }
   }
+}
+
+/**
+ * Imports the image examples/ use (busybox, made of the host's: ensureBusyboxImage) into the node, so that
+ * the examples run there as written without a registry; resolves with its name.
+ */
+export async function importExamplesImage(node: RealNode): Promise<string> {
+  const busybox = await ensureBusyboxImage();
+  await node.importImage(busybox.archive);
+  return busybox.name;
 }

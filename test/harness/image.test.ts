@@ -5,7 +5,7 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, imagesToPrune, pruneArchives, StepProgress, stepImageId, withLock } from '../../e2e/harness/image.ts';
+import { archivePathFor, IMAGE_INPUTS, imageInputsHash, imageRefFor, imagesToPrune, pruneArchives, ReusableSteps, StepProgress, stepImageId, withLock } from '../../e2e/harness/image.ts';
 
 const dirs: string[] = [];
 const tempDir = async (): Promise<string> => {
@@ -93,6 +93,31 @@ describe('pruning the buildah storage', () => {
     );
     expect(stepImageId('[3/3] STEP 9/9: ENTRYPOINT ["/usr/bin/tini"]')).toBeUndefined();
     expect(stepImageId('Successfully tagged docker.io/library/x:1')).toBeUndefined();
+  });
+
+  it('keeps the steps a later build can reuse: in each stage, those before copying src or another stage', () => {
+    const steps = new ReusableSteps();
+    const output = [
+      '[1/2] STEP 1/5: FROM node:24-bookworm-slim AS build',
+      '[1/2] STEP 2/5: WORKDIR /app',
+      '--> Using cache aaaa00000001',
+      '[1/2] STEP 3/5: RUN npm ci',
+      '--> aaaa00000002',
+      '[1/2] STEP 4/5: COPY src ./src',
+      '--> aaaa00000003',
+      '[1/2] STEP 5/5: RUN node scripts/bundle.ts',
+      '--> aaaa00000004',
+      '[2/2] STEP 1/4: FROM node:24-bookworm-slim',
+      '[2/2] STEP 2/4: RUN apt-get install -y tini',
+      '--> Using cache bbbb00000001',
+      '[2/2] STEP 3/4: COPY --from=build /app/dist ./dist',
+      '--> bbbb00000002',
+      '[2/2] STEP 4/4: ENTRYPOINT ["/usr/bin/tini"]',
+      '[2/2] COMMIT docker.io/library/x:1',
+      '--> bbbb00000003',
+    ];
+    for (const l of output) steps.line(l);
+    expect([...steps.ids]).toEqual(['aaaa00000001', 'aaaa00000002', 'bbbb00000001']);
   });
 
   it('keeps the named images and the last build\'s steps, drops the rest (buildah pads the columns)', () => {
