@@ -205,7 +205,15 @@ describe('helm lint and helm template', () => {
     // (timeoutSeconds and failureThreshold: this chart's defaults, the Go chart's values, merged in by helm)
     expect(r.container.livenessProbe).toEqual({ tcpSocket: { port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 60, timeoutSeconds: 5, failureThreshold: 3 });
     // the discovery root is mounted too (ours); the Go chart's class dirs outside it keep their volumes
-    expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks', '/mnt/retained-disks', '/etc/signal']);
+    expect(r.container.volumeMounts?.map((m) => m.mountPath)).toEqual([
+      '/etc/provisioner/config',
+      '/dev',
+      '/mnt/disks',
+      '/mnt/fast-disks',
+      '/mnt/retained-disks',
+      '/var/lib/local-volume-provisioner', // daemon.stateDir (ours)
+      '/etc/signal',
+    ]);
     const pod = r.daemonSet.spec!.template;
     expect(pod.metadata?.labels).toEqual({ 'app.kubernetes.io/name': 'local-static-provisioner', 'app.kubernetes.io/instance': 'rel', 'example.com/tier': 'node' });
     expect(pod.metadata?.annotations).toEqual({ 'example.com/team': 'storage' }); // no checksum/config: hot reload
@@ -217,7 +225,7 @@ describe('helm lint and helm template', () => {
       initContainers: [{ name: 'init' }],
     });
     expect(pod.spec?.affinity?.nodeAffinity).toBeDefined();
-    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(['provisioner-config', 'provisioner-dev', 'discovery-root', 'fast-disks', 'retained-disks', 'signal']);
+    expect(pod.spec?.volumes?.map((v) => v.name)).toEqual(['provisioner-config', 'provisioner-dev', 'discovery-root', 'fast-disks', 'retained-disks', 'provisioner-state', 'signal']);
     expect(r.daemonSet.spec?.updateStrategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 2 } });
     // (provisioner, reclaimPolicy, volumeBindingMode are immutable: the Go chart's values, so an upgrade keeps them)
     const classes = r.all<V1StorageClass>('StorageClass').map((c) => [c.metadata?.name, c.provisioner, c.reclaimPolicy, c.volumeBindingMode, c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class']]);
@@ -323,11 +331,20 @@ describe('helm lint and helm template', () => {
       { apiGroups: [''], resources: ['persistentvolumes', 'persistentvolumeclaims'], verbs: ['get', 'list', 'watch', 'delete'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ]);
-    // off by default, and the defaults pass no flag the daemon does not already default to
+    // off by default, and the defaults pass no flag the daemon does not already default to, except
+    // --state-dir on the host (daemon.stateDir: the daemon's own default is inside the container)
     const defaults = await render('rel', 'storage', undefined);
     expect(defaults.all('Deployment')).toEqual([]);
     expect(defaults.all('Service')).toEqual([]);
-    expect(defaults.container.args).toEqual(['--listen-address=:8080', '--config-dir=/etc/provisioner/config', '--hot-reload=true', '--config-watch=true', '--config-sync-period=5s', '--discovery-period=10s']);
+    expect(defaults.container.args).toEqual([
+      '--listen-address=:8080',
+      '--config-dir=/etc/provisioner/config',
+      '--hot-reload=true',
+      '--config-watch=true',
+      '--config-sync-period=5s',
+      '--discovery-period=10s',
+      '--state-dir=/var/lib/local-volume-provisioner',
+    ]);
   });
 
   describe('one discovery root (docs/helm.md): mounted once, classes under it need no volume of their own', () => {
