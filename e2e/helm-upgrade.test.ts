@@ -154,7 +154,7 @@ describe('point 2: helm upgrade --reuse-values from a Go chart release (the Go c
       // the recommended flag: this chart's defaults (the discovery root, our probes) plus the release's own values
       for (const docs of [await upgrade('--reset-then-reuse-values'), await upgrade('--reset-values', '-f', valuesFile(parseYaml(saved.stdout) as Record<string, unknown>))]) {
         expect(one<V1ConfigMap>(docs, 'ConfigMap').data).toMatchObject({ useNodeNameOnly: 'true' });
-        expect(containerOf(docs).volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks']);
+        expect(containerOf(docs).volumeMounts?.map((m) => m.mountPath)).toEqual(['/etc/provisioner/config', '/dev', '/mnt/disks', '/mnt/fast-disks', '/var/lib/local-volume-provisioner']);
         expect(containerOf(docs).livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
       }
     } finally {
