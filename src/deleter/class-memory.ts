@@ -30,6 +30,7 @@ import { isDnsSubdomain } from '../config/names.ts';
 import { parseConfig } from '../config/parse.ts';
 import type { ClassConfig, ProvisionerConfig } from '../config/types.ts';
 import { errorMessage } from '../util/errors.ts';
+import { parseJsonObject } from '../util/json.ts';
 import type { Logger } from '../util/log.ts';
 import { stateDirProblem } from './orphans.ts';
 
@@ -104,14 +105,8 @@ export function validateStoredClass(name: string, raw: unknown): ClassConfig | s
 
 /** The state in a file's text for `node`, or why the whole file is refused. Never throws. */
 export function parseClassState(text: string, node: string): ParsedClassState | string {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return 'not JSON';
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'not a JSON object';
-  const o = v as Record<string, unknown>;
+  const o = parseJsonObject(text);
+  if (typeof o === 'string') return o;
   if (o['version'] !== CLASS_STATE_VERSION) return `version ${JSON.stringify(o['version'])} is not ${CLASS_STATE_VERSION}`;
   if (o['node'] !== node) return `written for node ${JSON.stringify(o['node'])}, not ${JSON.stringify(node)}`;
   const configured = o['configured'];

@@ -17,6 +17,7 @@ import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, opendi
 import { join } from 'node:path';
 import type { Logger } from '../util/log.ts';
 import { errorMessage } from '../util/errors.ts';
+import { parseJsonObject } from '../util/json.ts';
 
 /** Largest cleaner record read (bytes); a bigger file is dropped unread. */
 export const MAX_RECORD_BYTES = 64 * 1024;
@@ -125,14 +126,8 @@ function readRecord(file: string): string {
 
 /** A validated record, or the reason it is not one. */
 function parseRecord(name: string, text: string): Entry | string {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return 'not JSON';
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'not a JSON object';
-  const e = v as Record<string, unknown>;
+  const e = parseJsonObject(text);
+  if (typeof e === 'string') return e;
   if (!isPid(e['pgid'])) return `pgid ${JSON.stringify(e['pgid'])} is not an integer in 2..${PID_MAX_LIMIT}`;
   if (String(e['pgid']) !== name) return `pgid ${e['pgid']} does not match the file name`;
   if (!isTicks(e['start'])) return 'start is not a start time';
