@@ -200,6 +200,8 @@ describe('CleanerRegistry', () => {
         () => {
           const c = Number(readFileSync(`/proc/${leader}/task/${leader}/children`, 'utf8').trim().split(' ')[0]);
           expect(c).toBeGreaterThan(1);
+          // Past its exec: before it, the forked shell's command line is not yet the one to record.
+          expect(processCmdline(c)?.[0]).toBe('sleep');
           return c;
         },
         { timeout: 30_000 },
