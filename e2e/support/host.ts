@@ -43,6 +43,14 @@ export class HostFixtures {
     return p;
   }
 
+  /** Mounts `source` (a device, e.g. a loop device with a filesystem) at root/<parts> (created if needed), with mount options `opts`. */
+  mountDevice(source: string, opts: readonly string[], ...parts: string[]): string {
+    const p = this.mkdir(...parts);
+    sh('mount', [...(opts.length > 0 ? ['-o', opts.join(',')] : []), source, p]);
+    this.#mounts.push(p);
+    return p;
+  }
+
   /** Creates a loop device backed by a sparse file of `sizeMiB`; returns the /dev/loopN path. */
   loopDevice(sizeMiB: number, name = `disk-${this.#loops.length}`): string {
     const file = this.path(`${name}.img`);

@@ -486,7 +486,7 @@ export class Discoverer {
     }
     let identity: string;
     try {
-      identity = await discoveredIdentity(e.filePath, mode);
+      identity = await discoveredIdentity(e.filePath, mode, { mounts: await this.#mountTable(pass) });
     } catch (err) {
       this.#problem(pass, key, 'error', REASON_NOT_DISCOVERED, errorMessage(err), undefined, e.pvName);
       return;

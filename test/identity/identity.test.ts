@@ -32,7 +32,7 @@ describe('volume identity', () => {
     try {
       expect(await discoveredIdentity(tmp, 'Filesystem')).toBe('mount');
       await expect(discoveredIdentity(tmp, 'Block')).rejects.toThrow(/is no longer a block device/);
-      expect(await pathKind(tmp)).toEqual({ kind: 'directory' });
+      expect(await pathKind(tmp)).toMatchObject({ kind: 'directory' });
       expect((await pathKind(join(tmp, 'gone'))).kind).toBe('missing');
       expect(recordedIdentity({ metadata: { annotations: { 'pv.kubernetes.io/provisioned-by': 'x' } } })).toBeUndefined();
     } finally {
