@@ -138,18 +138,23 @@ export interface MountPropagation {
 export function parseMountPropagation(text: string): MountPropagation[] {
   const out: MountPropagation[] = [];
   eachLine(text, (f) => {
-    const sep = f.indexOf('-', 6);
-    out.push({
-      mountPoint: unescapeMountPath(f[4] as string),
-      fsType: f[sep + 1] ?? '',
-      tags: f.slice(6, sep),
-      devno: DEVNO.test(f[2] ?? '') ? (f[2] as string) : '',
-      root: unescapeMountPath(f[3] ?? ''),
-      source: unescapeMountPath(f[sep + 2] ?? ''),
-    });
+    out.push(propagationOf(f));
     return true;
   });
   return out;
+}
+
+/** The MountPropagation fields of a well-formed line's fields. */
+function propagationOf(f: string[]): MountPropagation {
+  const sep = f.indexOf('-', 6);
+  return {
+    mountPoint: unescapeMountPath(f[4] as string),
+    fsType: f[sep + 1] ?? '',
+    tags: f.slice(6, sep),
+    devno: DEVNO.test(f[2] ?? '') ? (f[2] as string) : '',
+    root: unescapeMountPath(f[3] ?? ''),
+    source: unescapeMountPath(f[sep + 2] ?? ''),
+  };
 }
 
 export interface ReadMountPointsOptions {
@@ -189,4 +194,28 @@ export async function readMountTable(path: string = DEFAULT_MOUNTINFO_PATH): Pro
 /** The mount table with filesystem types and propagation tags (see parseMountPropagation). */
 export async function readMountPropagation(path: string = DEFAULT_MOUNTINFO_PATH): Promise<MountPropagation[]> {
   return parseMountPropagation((await readStable(path)).toString('utf8'));
+}
+
+/** A mountinfo line with its options (the health check, src/health/check.ts). */
+export interface MountDetails extends MountPropagation {
+  /** The per-mount options (field 6: "rw,relatime", "ro,nosuid", ...). */
+  readonly mountOptions: readonly string[];
+  /** The filesystem's (super block) options, after the source ("rw,size=1024k", "ro,errors=remount-ro"). */
+  readonly superOptions: readonly string[];
+}
+
+/** Parses mountinfo text like parseMountPropagation, with the per-mount and super options. */
+export function parseMountDetails(text: string): MountDetails[] {
+  const out: MountDetails[] = [];
+  eachLine(text, (f) => {
+    const sep = f.indexOf('-', 6);
+    out.push({ ...propagationOf(f), mountOptions: (f[5] ?? '').split(','), superOptions: (f[sep + 3] ?? '').split(',') });
+    return true;
+  });
+  return out;
+}
+
+/** The mount table with options (see parseMountDetails), read until stable like the others. */
+export async function readMountDetails(path: string = DEFAULT_MOUNTINFO_PATH): Promise<MountDetails[]> {
+  return parseMountDetails((await readStable(path)).toString('utf8'));
 }
