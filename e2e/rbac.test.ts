@@ -67,6 +67,8 @@ describe('RBAC: the base ClusterRole and the opt-in components (SelfSubjectAcces
         ...['get', 'list', 'watch', 'create', 'delete'].map((verb) => ({ verb, resource: 'persistentvolumes' })),
         // The claim check before a clean and a PV delete (issue 17): read PVCs of any namespace, never write them.
         ...['get', 'list'].map((verb) => ({ verb, resource: 'persistentvolumeclaims', namespace: 'some-tenant' })),
+        // Volume health (issue 19): the Pods of a claim's namespace, listed when its volume's health changes.
+        { verb: 'list', resource: 'pods', namespace: 'some-tenant' },
         ...['get', 'list', 'watch'].map((verb) => ({ verb, group: 'storage.k8s.io', resource: 'storageclasses' })),
         ...['create', 'patch'].map((verb) => ({ verb, resource: 'events', namespace: 'kube-system' })),
         ...nodes('get'),
@@ -76,6 +78,7 @@ describe('RBAC: the base ClusterRole and the opt-in components (SelfSubjectAcces
         ...nodes('update', 'patch', 'list', 'watch'),
         ...['watch', 'create', 'update', 'patch', 'delete'].map((verb) => ({ verb, resource: 'persistentvolumeclaims', namespace: 'some-tenant' })),
         { verb: 'create', resource: 'pods', namespace: 'kube-system' },
+        ...['get', 'watch', 'delete'].map((verb) => ({ verb, resource: 'pods', namespace: 'some-tenant' })),
         { verb: 'get', resource: 'secrets', namespace: 'kube-system' },
       ],
     );

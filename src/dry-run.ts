@@ -10,6 +10,10 @@ import { PVCache, pvOnThisNode } from './volume/pv-cache.ts';
 import { loadConfig } from './config/load.ts';
 import { formatConfigError } from './controller/supervisor.ts';
 import { Discoverer } from './discovery/discoverer.ts';
+import { createHealthChecker } from './health/check.ts';
+import { checkPVs, describeConditions, type CheckedPV } from './health/monitor.ts';
+import type { HealthChecker } from './health/types.ts';
+import { DEFAULT_VOLUME_HEALTH } from './config/types.ts';
 import { pvNodeLabels } from './volume/pv-node-label.ts';
 import { provisionerName } from './volume/naming.ts';
 import { LABEL_HOSTNAME } from './volume/pv-spec.ts';
@@ -106,7 +110,23 @@ async function readCluster(opts: Options, classNames: string[], logger: Logger):
   }
 }
 
-export async function runDryRun(opts: Options, logger: Logger, out: (s: string) => void = (s) => process.stdout.write(s)): Promise<number> {
+/** The `# health:` lines of --dry-run: a count, then one line per PV with an abnormal condition. */
+export function healthLines(checked: readonly CheckedPV[]): string[] {
+  const abnormal = checked.filter((c) => c.health.conditions.size > 0);
+  const lines = [`# volume health: ${abnormal.length} of ${checked.length} checked PV(s) of this node abnormal`];
+  for (const { pv, health } of abnormal) {
+    const claim = pv.status?.phase === 'Bound' && pv.spec?.claimRef ? ` ${pv.spec.claimRef.namespace ?? ''}/${pv.spec.claimRef.name ?? ''}` : '';
+    lines.push(`# health: ${pv.metadata?.name ?? ''} (${pv.status?.phase ?? ''}${claim}): ${describeConditions(health.conditions)}`);
+  }
+  return lines;
+}
+
+export async function runDryRun(
+  opts: Options,
+  logger: Logger,
+  out: (s: string) => void = (s) => process.stdout.write(s),
+  checker: HealthChecker = createHealthChecker(),
+): Promise<number> {
   if (!opts.nodeName) {
     process.stderr.write('local-volume-provisioner: --dry-run needs a node name (--node-name or MY_NODE_NAME)\n');
     return 2;
@@ -156,12 +176,17 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
   });
   const result = await discoverer.discover();
   pvCache.close();
+  const health = config.volumeHealth ?? DEFAULT_VOLUME_HEALTH;
+  const healthReport = health.enabled
+    ? healthLines(await checkPVs(checker, view.pvs, env.lookupClass, health))
+    : ['# volume health: not checked (volumeHealth.enabled is false)'];
 
   const header = [
     `# local-volume-provisioner --dry-run: node ${opts.nodeName}, config ${opts.configDir} (hash ${loaded.result.hash.slice(0, 12)})`,
     `# ${created.length} PersistentVolume(s) would be created; nothing was written to any cluster.`,
     ...view.assumptions.map((a) => `# assumed: ${a}`),
     ...[...result.errors, ...result.warnings].map((p) => `# skipped: ${p}`),
+    ...healthReport,
   ];
   out(`${header.join('\n')}\n`);
   for (const pv of created) out(`---\n${stringify({ apiVersion: 'v1', kind: 'PersistentVolume', ...pv })}`);

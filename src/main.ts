@@ -15,6 +15,7 @@ import { ClassMemory } from './deleter/class-memory.ts';
 import { CleanerRegistry } from './deleter/orphans.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
+import { HealthLedger } from './health/monitor.ts';
 import { HELP, parseOptions, type Options } from './flags.ts';
 import { createKubeClient, loadKubeConfig } from './kube/client.ts';
 import type { ObjectRef } from './kube/events.ts';
@@ -137,6 +138,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     shutdown: stopping.signal,
     cleanerRegistry,
     classMemory,
+    healthLedger: new HealthLedger(),
   };
   const supervisor = new Supervisor({
     start: (config, ctx) => startController(pc, config, ctx),

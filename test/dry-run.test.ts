@@ -1,10 +1,13 @@
 // --dry-run reads and validates the config dir with the same reader and parser as the daemon: a config the
 // daemon refuses is refused here too, with exit code 1 and every error on stderr (issue 17: 3a, 4, 8).
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { runDryRun } from '../src/dry-run.ts';
+import type { V1PersistentVolume } from '@kubernetes/client-node';
+import { healthLines, runDryRun } from '../src/dry-run.ts';
+import { checkPVs } from '../src/health/monitor.ts';
+import type { HealthChecker, HealthCheckInput } from '../src/health/types.ts';
 import { parseOptions } from '../src/flags.ts';
 import { silentLogger } from '../src/util/log.ts';
 
@@ -66,5 +69,39 @@ describe('--dry-run: the config rules of issue 17', () => {
     const r = await dryRun(files);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`local-volume-provisioner: config directory ${dir} has 129 entries (ConfigMap keys), over the limit of 128; none was read\n`);
+  });
+});
+
+describe('--dry-run: volume health lines (issue 19)', () => {
+  it('a count, then one line per PV with an abnormal condition (phase, claim, conditions)', async () => {
+    const cls = { hostDir: '/mnt/d', mountDir: '/mnt/d', blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem' as const, namePattern: '*' };
+    const pv = (name: string, phase: string, claim?: string): V1PersistentVolume => ({
+      metadata: { name, uid: name },
+      spec: { storageClassName: 'fast', local: { path: `/mnt/d/${name}` }, ...(claim ? { claimRef: { namespace: 'app', name: claim } } : {}) },
+      status: { phase },
+    });
+    const checker: HealthChecker = {
+      beginPass: () =>
+        Promise.resolve({
+          check: (i: HealthCheckInput) =>
+            Promise.resolve({ conditions: new Map(i.pvName === 'ok' ? [] : [['missing' as const, `${i.path} is no longer a mount point`]]) }),
+        }),
+    };
+    const checked = await checkPVs(checker, [pv('gone', 'Bound', 'data'), pv('ok', 'Available'), pv('spare', 'Available')], (n) => (n === 'fast' ? cls : undefined), {
+      enabled: true,
+      annotatePVs: false,
+    });
+    expect(healthLines(checked)).toEqual([
+      '# volume health: 2 of 3 checked PV(s) of this node abnormal',
+      '# health: gone (Bound app/data): missing: /mnt/d/gone is no longer a mount point',
+      '# health: spare (Available): missing: /mnt/d/spare is no longer a mount point',
+    ]);
+  });
+
+  it('says when the check is off', async () => {
+    await mkdir(join(dir, 'disks'));
+    const r = await dryRun({ storageClassMap: `fast:\n  hostDir: ${dir}/disks\n  mountDir: ${dir}/disks\n`, volumeHealth: 'enabled: false' });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('# volume health: not checked (volumeHealth.enabled is false)\n');
   });
 });

@@ -26,10 +26,12 @@ import { isDnsSubdomain, isLabelValue, isQualifiedName } from './names.ts';
 import { normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
 import {
   DEFAULT_BLOCK_CLEANER_COMMAND,
+  DEFAULT_HEALTH_POLICY,
   DEFAULT_MIN_RESYNC_PERIOD_MS,
   DEFAULT_NAME_PATTERN,
+  DEFAULT_VOLUME_HEALTH,
 } from './types.ts';
-import type { ClassConfig, ConfigError, ParseResult, ProvisionerConfig, VolumeMode } from './types.ts';
+import type { ClassConfig, ConfigError, HealthPolicy, ParseResult, ProvisionerConfig, VolumeHealthConfig, VolumeMode } from './types.ts';
 import { errorMessage } from '../util/errors.ts';
 
 export const TOP_LEVEL_KEYS = [
@@ -44,12 +46,13 @@ export const TOP_LEVEL_KEYS = [
   'setPVOwnerRef',
   'removeNodeNotReadyTaint',
   'provisionerNotReadyNodeTaintKey',
+  'volumeHealth',
 ] as const;
 type TopKey = (typeof TOP_LEVEL_KEYS)[number];
 
 /**
  * Most keys a ConfigMap (files a config directory) may have; more make the
- * config invalid, unparsed. The provisioner knows 11 keys and ignores the
+ * config invalid, unparsed. The provisioner knows 12 keys and ignores the
  * others with a warning each: 40,000 keys took 5.8 s and printed 40,000 warnings.
  */
 export const MAX_CONFIG_KEYS = 128;
@@ -70,7 +73,11 @@ export const CLASS_KEYS = [
   'fsType',
   'namePattern',
   'selector',
+  'healthPolicy',
 ] as const;
+
+export const VOLUME_HEALTH_KEYS = ['enabled', 'annotatePVs', 'fullThresholdPercent'] as const;
+export const HEALTH_POLICY_KEYS = ['deleteMissingAvailable', 'gracePeriod'] as const;
 
 export const ACCESS_MODES: readonly string[] = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'];
 
@@ -199,6 +206,7 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
 
   let selector: V1NodeSelectorTerm[] | undefined;
   if (fields.has('selector')) selector = readSelector(issues, field('selector'), joinPath(path, 'selector'));
+  const healthPolicy = fields.has('healthPolicy') ? readHealthPolicy(issues, field('healthPolicy'), joinPath(path, 'healthPolicy')) : undefined;
 
   if (issues.errors.length > errorsBefore) return undefined;
   const cls: Mutable<ClassConfig> = {
@@ -211,6 +219,7 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   if (accessMode !== undefined) cls.accessMode = accessMode;
   if (fsType !== undefined) cls.fsType = fsType;
   if (selector !== undefined && selector.length > 0) cls.selector = selector;
+  if (healthPolicy !== undefined) cls.healthPolicy = healthPolicy;
   return cls;
 }
 
@@ -340,27 +349,61 @@ function readLabels(issues: Issues, v: GoValue): Record<string, string> {
   return ok ? labels : {};
 }
 
-function readMinResync(issues: Issues, v: GoValue): number | undefined {
+/** A Go duration string (e.g. "5m0s") that fits a timer; 0 only with allowZero. Undefined when null or wrong (wrong is reported). */
+function readDuration(issues: Issues, v: GoValue, path: string, opts: { allowZero: boolean }): number | undefined {
   if (v.kind === 'null') return undefined;
   if (v.kind !== 'string') {
     const hint = v.kind === 'int' || v.kind === 'float' ? ' (a bare number is not a duration: add a unit, e.g. 300s)' : '';
-    issues.error('minResyncPeriod', v.line, `expected a Go duration string such as "5m0s" or "1h30m", got ${describe(v)}${hint}`);
+    issues.error(path, v.line, `expected a Go duration string such as "5m0s" or "1h30m", got ${describe(v)}${hint}`);
     return undefined;
   }
   let ms: number;
   try {
     ms = parseDuration(v.value);
   } catch (err) {
-    issues.error('minResyncPeriod', v.line, errorMessage(err));
+    issues.error(path, v.line, errorMessage(err));
     return undefined;
   }
   // 0 is Go's "no periodic resync"; anything meant for a timer must fit one.
-  const problem = timerDurationProblem(ms, { allowZero: true });
+  const problem = timerDurationProblem(ms, opts);
   if (problem !== undefined) {
-    issues.error('minResyncPeriod', v.line, `minResyncPeriod ${JSON.stringify(v.value)} is ${problem}`);
+    issues.error(path, v.line, `${path.split('.').pop() ?? path} ${JSON.stringify(v.value)} is ${problem}`);
     return undefined;
   }
   return ms;
+}
+
+const readMinResync = (issues: Issues, v: GoValue): number | undefined => readDuration(issues, v, 'minResyncPeriod', { allowZero: true });
+
+/** A class's `healthPolicy` map: deleteMissingAvailable (bool, default false), gracePeriod (duration > 0, default 10m). */
+function readHealthPolicy(issues: Issues, v: GoValue, path: string): HealthPolicy | undefined {
+  const fields = readStruct(issues, v, path, HEALTH_POLICY_KEYS, 'a health policy (map with deleteMissingAvailable, gracePeriod)');
+  if (fields === undefined) return undefined;
+  const field = (k: string): GoValue => fields.get(k)?.value ?? { kind: 'null', line: v.line };
+  return {
+    deleteMissingAvailable: readBool(issues, field('deleteMissingAvailable'), joinPath(path, 'deleteMissingAvailable')) ?? DEFAULT_HEALTH_POLICY.deleteMissingAvailable,
+    gracePeriodMs: readDuration(issues, field('gracePeriod'), joinPath(path, 'gracePeriod'), { allowZero: false }) ?? DEFAULT_HEALTH_POLICY.gracePeriodMs,
+  };
+}
+
+/** Top-level `volumeHealth`: enabled (default true), annotatePVs (default false), fullThresholdPercent (1-100, default off). */
+function readVolumeHealth(issues: Issues, v: GoValue): VolumeHealthConfig | undefined {
+  const fields = readStruct(issues, v, 'volumeHealth', VOLUME_HEALTH_KEYS, 'a map with enabled, annotatePVs, fullThresholdPercent');
+  if (fields === undefined) return undefined;
+  const field = (k: string): GoValue => fields.get(k)?.value ?? { kind: 'null', line: v.line };
+  const out: { -readonly [K in keyof VolumeHealthConfig]: VolumeHealthConfig[K] } = {
+    enabled: readBool(issues, field('enabled'), 'volumeHealth.enabled') ?? DEFAULT_VOLUME_HEALTH.enabled,
+    annotatePVs: readBool(issues, field('annotatePVs'), 'volumeHealth.annotatePVs') ?? DEFAULT_VOLUME_HEALTH.annotatePVs,
+  };
+  const t = field('fullThresholdPercent');
+  if (t.kind === 'int' || t.kind === 'float') {
+    const n = Number(t.value);
+    if (n > 0 && n <= 100) out.fullThresholdPercent = n;
+    else issues.error('volumeHealth.fullThresholdPercent', t.line, `fullThresholdPercent ${String(t.value)} is out of range: want a percentage above 0 and at most 100 (leave it out to turn the full condition off)`);
+  } else if (t.kind !== 'null') {
+    issues.error('volumeHealth.fullThresholdPercent', t.line, `expected a number (percentage of used capacity, e.g. 90), got ${describe(t)}`);
+  }
+  return out;
 }
 
 /** Matches ConfigMap keys to top-level fields (case-insensitively) and parses each file's YAML. */
@@ -436,8 +479,10 @@ function buildConfig(issues: Issues, top: Map<TopKey, TopValue>): ProvisionerCon
       issues.warn('provisionerNotReadyNodeTaintKey', keyLine, `${JSON.stringify(provisionerNotReadyNodeTaintKey)} is not a valid taint key, so no taint can match it`);
     }
   }
+  const volumeHealth = readVolumeHealth(issues, at('volumeHealth'));
   issues.file = undefined;
   return {
+    ...(volumeHealth !== undefined ? { volumeHealth } : {}),
     storageClassMap,
     nodeLabelsForPV,
     useAlphaAPI,

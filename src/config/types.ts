@@ -23,6 +23,25 @@ export interface ClassConfig {
   readonly namePattern: string;
   /** Extra node selector terms, ORed with the hostname term. */
   readonly selector?: readonly V1NodeSelectorTerm[] | undefined;
+  /** `healthPolicy` (issue 19); undefined: every action off (DEFAULT_HEALTH_POLICY). */
+  readonly healthPolicy?: HealthPolicy | undefined;
+}
+
+/** Per class `healthPolicy`: what the health monitor may do about an unhealthy volume of the class. */
+export interface HealthPolicy {
+  /** Delete an Available PV whose volume has been `missing` longer than gracePeriodMs (never a Bound or Released one). */
+  readonly deleteMissingAvailable: boolean;
+  readonly gracePeriodMs: number;
+}
+
+/** Top-level `volumeHealth` (issue 19). */
+export interface VolumeHealthConfig {
+  /** Check every PV of this node each discovery period, report changes (Events, gauge). */
+  readonly enabled: boolean;
+  /** Write the health onto the PV (label and annotation); opt-in, as PVs then differ from the Go provisioner's. */
+  readonly annotatePVs: boolean;
+  /** Report `full` above this percentage of used capacity; undefined: off. */
+  readonly fullThresholdPercent?: number | undefined;
 }
 
 /** The whole ConfigMap (the Go provisioner's ProvisionerConfiguration). */
@@ -39,6 +58,8 @@ export interface ProvisionerConfig {
   readonly setPVOwnerRef: boolean;
   readonly removeNodeNotReadyTaint: boolean;
   readonly provisionerNotReadyNodeTaintKey: string;
+  /** `volumeHealth`; undefined when the ConfigMap has no such key (DEFAULT_VOLUME_HEALTH then). */
+  readonly volumeHealth?: VolumeHealthConfig | undefined;
 }
 
 /** One problem found while parsing or validating; all of them are reported at once. */
@@ -71,3 +92,7 @@ export const DEFAULT_BLOCK_CLEANER_COMMAND: readonly string[] = Object.freeze(['
 export const DEFAULT_NAME_PATTERN = '*';
 export const DEFAULT_MIN_RESYNC_PERIOD_MS = 5 * 60 * 1000;
 export const DEFAULT_CONFIG_DIR = '/etc/provisioner/config';
+
+export const DEFAULT_HEALTH_GRACE_PERIOD_MS = 10 * 60 * 1000;
+export const DEFAULT_HEALTH_POLICY: HealthPolicy = Object.freeze({ deleteMissingAvailable: false, gracePeriodMs: DEFAULT_HEALTH_GRACE_PERIOD_MS });
+export const DEFAULT_VOLUME_HEALTH: VolumeHealthConfig = Object.freeze({ enabled: true, annotatePVs: false });

@@ -20,6 +20,9 @@ import type { ClassMemory } from '../deleter/class-memory.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
+import { createHealthChecker } from '../health/check.ts';
+import { HealthLedger, HealthMonitor } from '../health/monitor.ts';
+import type { HealthChecker } from '../health/types.ts';
 import { provisionerName } from '../volume/naming.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -76,6 +79,10 @@ export interface ProcessContext {
   readonly classMemory?: ClassMemory | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
   readonly shutdown: AbortSignal;
+  /** Volume health state of every PV (issue 19), so a reload neither repeats Events nor restarts grace periods. */
+  readonly healthLedger?: HealthLedger | undefined;
+  /** The per-volume health check (default: check.ts's, on mountInfoPath). */
+  readonly healthChecker?: HealthChecker | undefined;
 }
 
 /** Sleeps until the timeout, a kick, or an abort; whichever comes first. */
@@ -220,6 +227,12 @@ export async function startController(
     extraLabels: pc.extraPVLabels,
   });
 
+  const health = new HealthMonitor(env, {
+    checker: pc.healthChecker ?? createHealthChecker({ mountInfoPath: pc.mountInfoPath }),
+    pvs: pvCache,
+    ledger: pc.healthLedger ?? new HealthLedger(),
+  });
+
   log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');
   const loop = (async () => {
     while (!abort.signal.aborted) {
@@ -244,6 +257,7 @@ export async function startController(
         log.error({ err }, 'discovery pass failed');
         pc.readiness.set(false, String(err));
       }
+      if (!abort.signal.aborted) await health.pass();
       await pc.taintRemover.maybeRemove(config.removeNodeNotReadyTaint, config.provisionerNotReadyNodeTaintKey, pc.readiness.ready);
       await waker.sleep(pc.discoveryPeriodMs, abort.signal);
     }

@@ -35,6 +35,14 @@ export const REASON_CONTROLLER_START_FAILED = 'ControllerStartFailed';
 /** A storage class left the config while PVs of this node still name it (issue 18, 13). */
 export const REASON_STORAGE_CLASS_REMOVED = 'StorageClassRemoved';
 
+// Volume health (issue 19): on the PV, the bound PVC and each Pod using it (the reasons of CSI's
+// external-health-monitor), a summary on the Node when a pass has more changes than its Event budget,
+// and the policy's delete of an Available PV whose volume is missing (on the PV).
+export const REASON_VOLUME_ABNORMAL = 'VolumeConditionAbnormal';
+export const REASON_VOLUME_NORMAL = 'VolumeConditionNormal';
+export const REASON_VOLUME_HEALTH_SUMMARY = 'VolumeHealthChanged';
+export const REASON_MISSING_VOLUME_DELETED = 'MissingVolumeDeleted';
+
 // The node-cleanup controller (on the PVC).
 export const REASON_NODE_DELETED = 'ReferencedNodeDeleted';
 
@@ -60,5 +68,9 @@ export const EVENT_REASONS: readonly string[] = [
   REASON_CONFIG_RECOVERED,
   REASON_CONTROLLER_START_FAILED,
   REASON_STORAGE_CLASS_REMOVED,
+  REASON_VOLUME_ABNORMAL,
+  REASON_VOLUME_NORMAL,
+  REASON_VOLUME_HEALTH_SUMMARY,
+  REASON_MISSING_VOLUME_DELETED,
   REASON_NODE_DELETED,
 ];

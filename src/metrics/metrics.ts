@@ -195,6 +195,13 @@ export class Metrics implements KubeMetrics {
     labelNames: ['hash'] as const,
     registers: [this.registry],
   });
+  /** Issue 19: labels line up with the kubelet's kubelet_volume_stats_health_status_abnormal{namespace,persistentvolumeclaim}. */
+  readonly volumeHealthAbnormal = new Gauge({
+    name: `${METRIC_PREFIX}volume_health_abnormal`,
+    help: 'Whether a local volume of this node has the condition (1) or had it and recovered (0); namespace and persistentvolumeclaim are empty for a PV not bound. The series of a PV go when the PV does.',
+    labelNames: ['persistentvolume', 'storageclass', 'condition', 'namespace', 'persistentvolumeclaim'] as const,
+    registers: [this.registry],
+  });
   readonly controllerRestarts = new Counter({
     name: `${METRIC_PREFIX}controller_restarts_total`,
     help: 'Number of times the local controller was restarted with a new configuration.',

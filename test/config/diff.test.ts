@@ -77,6 +77,7 @@ describe('diffConfigs', () => {
       'setPVOwnerRef',
       'removeNodeNotReadyTaint',
       'provisionerNotReadyNodeTaintKey',
+      'volumeHealth',
     ]);
   });
 });

@@ -311,7 +311,7 @@ describe('rule 24: the number of ConfigMap keys and of unknown-key warnings is c
     expect(r.ok).toBe(false);
     if (r.ok) return;
     expect(r.errors).toEqual([
-      { path: '', message: `the configuration has ${MAX_CONFIG_KEYS + 1} keys (ConfigMap keys, files of the config directory), over the limit of ${MAX_CONFIG_KEYS}; this provisioner knows 11` },
+      { path: '', message: `the configuration has ${MAX_CONFIG_KEYS + 1} keys (ConfigMap keys, files of the config directory), over the limit of ${MAX_CONFIG_KEYS}; this provisioner knows 12` },
     ]);
     expect(r.warnings).toEqual([]);
   });

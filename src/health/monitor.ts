@@ -1,0 +1,382 @@
+// The volume health monitor (issue 19): after each discovery pass, every PV of this node (Available,
+// Bound, Released) is checked (a HealthChecker, check.ts) and compared with what the previous pass
+// found. Only a change is reported:
+// - Events like CSI's external-health-monitor: VolumeConditionAbnormal / VolumeConditionNormal on the
+//   bound PVC (always: it is the workload's signal), on the PV and on each Pod using the claim (the
+//   Pods of the claim's namespace are listed only when a Bound PV changed, once per namespace and
+//   pass). PV and Pod Events share a budget per pass (eventBudget, default 10); what is left out is
+//   summed up in one VolumeHealthChanged Event on the Node, so a disk holding 50 volumes that dies
+//   makes 50 PVC Events, 10 PV/Pod Events and 1 Node Event, not 150. The recorder's per-object spam
+//   filter and de-duplication apply on top.
+// - the gauge local_volume_provisioner_volume_health_abnormal (1 while the condition holds, 0 after it
+//   recovered; the series of a PV go when the PV does);
+// - with volumeHealth.annotatePVs, a label and an annotation on the PV.
+// Nothing is sent to the API server when nothing changed.
+// The class's healthPolicy may delete an Available PV whose volume has been missing longer than the
+// grace period (precondition on UID and resourceVersion, so a PV bound meanwhile is kept). Bound and
+// Released PVs are never deleted or cleaned for health: their volume may come back with the tenant's
+// data, and a PV deleted (or a volume wiped) then would hand that data to the next claim.
+// The per-PV state lives in a HealthLedger of process scope: a config reload neither repeats the
+// Events nor restarts a grace period.
+import { posix } from 'node:path';
+import type { V1PersistentVolume, V1Pod } from '@kubernetes/client-node';
+import { DEFAULT_HEALTH_POLICY, DEFAULT_VOLUME_HEALTH, type ClassConfig, type VolumeHealthConfig } from '../config/types.ts';
+import { recordedIdentity } from '../identity/identity.ts';
+import { pvRef, type ObjectRef } from '../kube/events.ts';
+import { isConflict, isNotFound } from '../kube/port.ts';
+import {
+  REASON_MISSING_VOLUME_DELETED,
+  REASON_VOLUME_ABNORMAL,
+  REASON_VOLUME_HEALTH_SUMMARY,
+  REASON_VOLUME_NORMAL,
+} from '../kube/reasons.ts';
+import { errorMessage } from '../util/errors.ts';
+import { formatDuration } from '../util/duration.ts';
+import type { Logger } from '../util/log.ts';
+import type { GenerationEnv } from '../volume/env.ts';
+import type { HealthChecker, HealthCondition, VolumeHealth } from './types.ts';
+
+/** PV and Pod Events per pass at most (PVC Events are not counted: they are always sent). */
+export const DEFAULT_EVENT_BUDGET = 10;
+/** Label and annotation written with volumeHealth.annotatePVs (`kubectl get pv -L local-static-provisioner/volume-health`). */
+export const LABEL_VOLUME_HEALTH = 'local-static-provisioner/volume-health';
+export const ANN_VOLUME_HEALTH = 'local-static-provisioner/volume-health';
+/** The label value of a healthy volume. */
+export const HEALTHY_LABEL_VALUE = 'ok';
+const POD_PAGE = 500;
+/** PV names named in the Node summary Event at most. */
+const SUMMARY_NAMES = 10;
+
+const CHECKED_PHASES: ReadonlySet<string> = new Set(['Available', 'Bound', 'Released']);
+
+/** Where a PV's volume is inside this container: <mountDir>/<entry> of its class, if spec.local.path is a direct child of hostDir. */
+export function volumeLocation(
+  pv: V1PersistentVolume,
+  lookupClass: (name: string) => ClassConfig | undefined,
+): { className: string; cls: ClassConfig; path: string } | undefined {
+  const local = pv.spec?.local?.path;
+  const className = pv.spec?.storageClassName ?? '';
+  const cls = lookupClass(className);
+  if (local === undefined || cls === undefined || !local.startsWith('/')) return undefined;
+  const rel = posix.relative(posix.normalize(cls.hostDir), posix.normalize(local));
+  if (rel === '' || rel === '.' || rel.startsWith('..') || rel.includes('/')) return undefined;
+  return { className, cls, path: posix.join(cls.mountDir, rel) };
+}
+
+/** One PV checked. */
+export interface CheckedPV {
+  readonly pv: V1PersistentVolume;
+  readonly className: string;
+  readonly cls: ClassConfig;
+  readonly health: VolumeHealth;
+}
+
+/**
+ * Checks the PVs that can be located (volumeLocation) in one pass of the checker: Available, Bound
+ * and Released PVs not being deleted. Also used by --dry-run.
+ */
+export async function checkPVs(
+  checker: HealthChecker,
+  pvs: readonly V1PersistentVolume[],
+  lookupClass: (name: string) => ClassConfig | undefined,
+  settings: VolumeHealthConfig,
+): Promise<CheckedPV[]> {
+  const wanted = pvs.filter((pv) => pv.metadata?.deletionTimestamp === undefined && CHECKED_PHASES.has(pv.status?.phase ?? ''));
+  if (wanted.length === 0) return [];
+  const pass = await checker.beginPass();
+  const out: CheckedPV[] = [];
+  for (const pv of wanted) {
+    const loc = volumeLocation(pv, lookupClass);
+    if (loc === undefined) continue;
+    const health = await pass.check({
+      pvName: pv.metadata?.name ?? '',
+      path: loc.path,
+      mode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem',
+      recordedIdentity: recordedIdentity(pv),
+      fullThresholdPercent: settings.fullThresholdPercent,
+    });
+    out.push({ pv, className: loc.className, cls: loc.cls, health });
+  }
+  return out;
+}
+
+/** "missing: <message>; read-only: <message>" in the order of the conditions found. */
+export function describeConditions(conditions: ReadonlyMap<HealthCondition, { readonly message: string } | string>): string {
+  return [...conditions].map(([c, m]) => `${c}: ${typeof m === 'string' ? m : m.message}`).join('; ');
+}
+
+type SeriesLabels = Record<'persistentvolume' | 'storageclass' | 'condition' | 'namespace' | 'persistentvolumeclaim', string>;
+
+interface Tracked {
+  readonly name: string;
+  /** Abnormal conditions now, each with the time it was first seen (env.now) and its last message. */
+  conditions: Map<HealthCondition, { since: number; message: string }>;
+  /** The gauge's label set of this PV without `condition` (as JSON, to compare) and the conditions it has series for. */
+  seriesBase: string;
+  readonly exported: Set<HealthCondition>;
+}
+
+/** Per-PV health state, by PV UID, of process scope (outlives controller generations). */
+export class HealthLedger {
+  readonly byUid = new Map<string, Tracked>();
+}
+
+export interface HealthMonitorOptions {
+  readonly checker: HealthChecker;
+  /** This node's PVs (the generation's PVCache). */
+  readonly pvs: { list(): V1PersistentVolume[] };
+  readonly ledger: HealthLedger;
+  /** PV and Pod Events per pass at most (default DEFAULT_EVENT_BUDGET). */
+  readonly eventBudget?: number | undefined;
+}
+
+/** What one pass did (tests, logs). */
+export interface HealthPassResult {
+  readonly checked: number;
+  readonly changed: number;
+  /** PV and Pod Events left out over the budget (summed up on the Node). */
+  readonly suppressed: number;
+  readonly deleted: readonly string[];
+}
+
+interface Change {
+  readonly checked: CheckedPV;
+  readonly tracked: Tracked;
+  readonly before: readonly HealthCondition[];
+}
+
+const nodeRefOf = (env: GenerationEnv): ObjectRef => ({ kind: 'Node', apiVersion: 'v1', name: env.node.metadata?.name ?? '', uid: env.node.metadata?.uid });
+
+const sameKeys = <K>(a: ReadonlyMap<K, unknown>, b: ReadonlyMap<K, unknown>): boolean => a.size === b.size && [...a.keys()].every((k) => b.has(k));
+
+export class HealthMonitor {
+  readonly #env: GenerationEnv;
+  readonly #o: HealthMonitorOptions;
+  readonly #log: Logger;
+
+  constructor(env: GenerationEnv, opts: HealthMonitorOptions) {
+    this.#env = env;
+    this.#o = opts;
+    this.#log = env.logger.child({ component: 'health-monitor' });
+  }
+
+  /** One pass: check, report changes, apply the health policies. Never throws. */
+  async pass(): Promise<HealthPassResult> {
+    const settings = this.#env.config.volumeHealth ?? DEFAULT_VOLUME_HEALTH;
+    const idle: HealthPassResult = { checked: 0, changed: 0, suppressed: 0, deleted: [] };
+    if (!settings.enabled) {
+      this.#forget(new Set());
+      return idle;
+    }
+    let checked: CheckedPV[];
+    try {
+      checked = await checkPVs(this.#o.checker, this.#o.pvs.list(), this.#env.lookupClass, settings);
+    } catch (err) {
+      this.#log.error({ err }, 'volume health check failed');
+      return idle;
+    }
+    const now = this.#env.now();
+    const ledger = this.#o.ledger.byUid;
+    const changes: Change[] = [];
+    const seen = new Set<string>();
+    for (const c of checked) {
+      const uid = c.pv.metadata?.uid ?? '';
+      seen.add(uid);
+      let t = ledger.get(uid);
+      if (t === undefined) {
+        t = { name: c.pv.metadata?.name ?? '', conditions: new Map(), seriesBase: '', exported: new Set() };
+        ledger.set(uid, t);
+      }
+      const next = new Map<HealthCondition, { since: number; message: string }>();
+      for (const [cond, message] of c.health.conditions) next.set(cond, { since: t.conditions.get(cond)?.since ?? now, message });
+      const before = [...t.conditions.keys()];
+      const changed = !sameKeys(t.conditions, next);
+      t.conditions = next;
+      if (changed) changes.push({ checked: c, tracked: t, before });
+      this.#updateSeries(c, t);
+      if (settings.annotatePVs || c.pv.metadata?.labels?.[LABEL_VOLUME_HEALTH] !== undefined) await this.#annotate(c, t, settings.annotatePVs);
+    }
+    this.#forget(seen);
+    const suppressed = await this.#report(changes);
+    const deleted = await this.#applyPolicy(checked, now);
+    return { checked: checked.length, changed: changes.length, suppressed, deleted };
+  }
+
+  /** Drops the state and the gauge series of every tracked PV not in `keep` (gone, or the monitor is off). */
+  #forget(keep: ReadonlySet<string>): void {
+    for (const [uid, t] of this.#o.ledger.byUid) {
+      if (keep.has(uid)) continue;
+      this.#removeSeries(t);
+      this.#o.ledger.byUid.delete(uid);
+    }
+  }
+
+  #removeSeries(t: Tracked): void {
+    if (t.seriesBase === '') return;
+    const base = JSON.parse(t.seriesBase) as Omit<SeriesLabels, 'condition'>;
+    for (const condition of t.exported) this.#env.metrics.volumeHealthAbnormal.remove({ ...base, condition });
+    t.exported.clear();
+    t.seriesBase = '';
+  }
+
+  /** 1 for each condition now, 0 for one that recovered; re-labelled when the PV is bound or unbound. */
+  #updateSeries(c: CheckedPV, t: Tracked): void {
+    const claim = c.pv.status?.phase === 'Bound' ? c.pv.spec?.claimRef : undefined;
+    const base: Omit<SeriesLabels, 'condition'> = {
+      persistentvolume: t.name,
+      storageclass: c.className,
+      namespace: claim?.namespace ?? '',
+      persistentvolumeclaim: claim?.name ?? '',
+    };
+    const key = JSON.stringify(base);
+    if (t.seriesBase !== '' && t.seriesBase !== key) {
+      const old = JSON.parse(t.seriesBase) as Omit<SeriesLabels, 'condition'>;
+      for (const condition of t.exported) this.#env.metrics.volumeHealthAbnormal.remove({ ...old, condition });
+    }
+    for (const cond of t.conditions.keys()) t.exported.add(cond);
+    if (t.exported.size === 0) return;
+    t.seriesBase = key;
+    for (const condition of t.exported) this.#env.metrics.volumeHealthAbnormal.set({ ...base, condition }, t.conditions.has(condition) ? 1 : 0);
+  }
+
+  /** Label and annotation on the PV (annotatePVs); removed again when annotatePVs is turned off. */
+  async #annotate(c: CheckedPV, t: Tracked, on: boolean): Promise<void> {
+    const name = t.name;
+    const labelValue = on ? (t.conditions.size === 0 ? HEALTHY_LABEL_VALUE : [...t.conditions.keys()].join('.')) : undefined;
+    const annValue = on ? (t.conditions.size === 0 ? '' : describeConditions(t.conditions)) : undefined;
+    const meta = c.pv.metadata;
+    if (meta?.labels?.[LABEL_VOLUME_HEALTH] === labelValue && meta?.annotations?.[ANN_VOLUME_HEALTH] === annValue) return;
+    // A JSON merge patch: null removes the key.
+    const patch = { metadata: { labels: { [LABEL_VOLUME_HEALTH]: labelValue ?? null }, annotations: { [ANN_VOLUME_HEALTH]: annValue ?? null } } };
+    try {
+      await this.#env.kube.patchPersistentVolume(name, patch as unknown as Partial<V1PersistentVolume>);
+    } catch (err) {
+      if (!isNotFound(err)) this.#log.warn({ err, pv: name }, 'cannot write the volume health label onto the PV (volumeHealth.annotatePVs needs persistentvolumes patch)');
+    }
+  }
+
+  /** Events for the changes of this pass; returns how many PV/Pod Events were left out over the budget. */
+  async #report(changes: readonly Change[]): Promise<number> {
+    if (changes.length === 0) return 0;
+    const budget = this.#o.eventBudget ?? DEFAULT_EVENT_BUDGET;
+    let used = 0;
+    const leftOut: string[] = [];
+    let suppressed = 0;
+    const nodeName = this.#env.node.metadata?.name ?? '';
+    const podsByNs = new Map<string, Promise<V1Pod[] | undefined>>();
+    // Bound PVs first: their Pods are the workloads to tell.
+    const ordered = [...changes].sort((a, b) => Number(b.checked.pv.status?.phase === 'Bound') - Number(a.checked.pv.status?.phase === 'Bound'));
+    const byCondition = new Map<string, number>();
+    let recovered = 0;
+    for (const { checked, tracked, before } of ordered) {
+      const pv = checked.pv;
+      const abnormal = tracked.conditions.size > 0;
+      const reason = abnormal ? REASON_VOLUME_ABNORMAL : REASON_VOLUME_NORMAL;
+      const type = abnormal ? 'Warning' : 'Normal';
+      const message = abnormal
+        ? `Volume ${tracked.name} on node ${nodeName}: ${describeConditions(tracked.conditions)}`
+        : `The volume ${tracked.name} on node ${nodeName} returns to the healthy state (was: ${before.join(', ')})`;
+      if (abnormal) for (const c of tracked.conditions.keys()) byCondition.set(c, (byCondition.get(c) ?? 0) + 1);
+      else recovered++;
+      const log = { pv: tracked.name, phase: pv.status?.phase, conditions: [...tracked.conditions.keys()], before };
+      if (abnormal) this.#log.warn(log, `volume health: ${describeConditions(tracked.conditions)}`);
+      else this.#log.info(log, 'volume health: back to normal');
+
+      const claim = pv.status?.phase === 'Bound' ? pv.spec?.claimRef : undefined;
+      if (claim?.name !== undefined && claim.namespace !== undefined) {
+        const pvcRef: ObjectRef = { kind: 'PersistentVolumeClaim', apiVersion: 'v1', name: claim.name, namespace: claim.namespace, uid: claim.uid };
+        this.#env.recorder.event(pvcRef, type, reason, message);
+      }
+      const refs: ObjectRef[] = [pvRef(pv)];
+      if (claim?.name !== undefined && claim.namespace !== undefined) {
+        const ns = claim.namespace;
+        let pods = podsByNs.get(ns);
+        if (pods === undefined) {
+          pods = this.#listPods(ns);
+          podsByNs.set(ns, pods);
+        }
+        for (const pod of (await pods) ?? []) {
+          if (!usesClaim(pod, claim.name)) continue;
+          refs.push({ kind: 'Pod', apiVersion: 'v1', name: pod.metadata?.name ?? '', namespace: ns, uid: pod.metadata?.uid });
+        }
+      }
+      let cut = false;
+      for (const ref of refs) {
+        if (used < budget) {
+          used++;
+          this.#env.recorder.event(ref, type, reason, message);
+        } else {
+          suppressed++;
+          cut = true;
+        }
+      }
+      if (cut) leftOut.push(tracked.name);
+    }
+    if (suppressed > 0) {
+      const conds = [...byCondition].map(([c, n]) => `${c}: ${n}`).join(', ');
+      const names = `${leftOut.slice(0, SUMMARY_NAMES).join(', ')}${leftOut.length > SUMMARY_NAMES ? ` and ${leftOut.length - SUMMARY_NAMES} more` : ''}`;
+      const abnormal = changes.length - recovered;
+      this.#env.recorder.event(
+        nodeRefOf(this.#env),
+        abnormal > 0 ? 'Warning' : 'Normal',
+        REASON_VOLUME_HEALTH_SUMMARY,
+        `${changes.length} local volume(s) of this node changed health in one pass: ${abnormal} abnormal${conds ? ` (${conds})` : ''}, ${recovered} back to normal. ${suppressed} PV and Pod Event(s) over the limit of ${budget} per pass were left out (PVC Events are all sent), for the PVs ${names}`,
+      );
+    }
+    return suppressed;
+  }
+
+  /** The Pods of one namespace (paginated); undefined when they cannot be listed (logged). */
+  async #listPods(namespace: string): Promise<V1Pod[] | undefined> {
+    const pods: V1Pod[] = [];
+    try {
+      let cont: string | undefined;
+      do {
+        const page = await this.#env.kube.list('pods', { namespace, limit: POD_PAGE, continue: cont });
+        pods.push(...page.items);
+        cont = page.continue;
+      } while (cont);
+      return pods;
+    } catch (err) {
+      this.#log.warn({ err, namespace }, 'cannot list the Pods of the namespace: no volume health Events on its Pods (RBAC: pods list)');
+      return undefined;
+    }
+  }
+
+  /** healthPolicy.deleteMissingAvailable: Available PVs missing longer than the grace period are deleted. */
+  async #applyPolicy(checked: readonly CheckedPV[], now: number): Promise<string[]> {
+    const deleted: string[] = [];
+    for (const c of checked) {
+      const pv = c.pv;
+      if (pv.status?.phase !== 'Available') continue; // never Bound or Released (see the header)
+      const uid = pv.metadata?.uid ?? '';
+      const missing = this.#o.ledger.byUid.get(uid)?.conditions.get('missing');
+      if (missing === undefined) continue;
+      const policy = c.cls.healthPolicy ?? DEFAULT_HEALTH_POLICY;
+      if (!policy.deleteMissingAvailable || now - missing.since < policy.gracePeriodMs) continue;
+      const name = pv.metadata?.name ?? '';
+      const resourceVersion = pv.metadata?.resourceVersion;
+      try {
+        await this.#env.metrics.timePvRequest('delete', () => this.#env.kube.deletePersistentVolume(name, { uid, resourceVersion }));
+      } catch (err) {
+        if (isConflict(err)) this.#log.info({ pv: name }, 'Available PV with a missing volume changed meanwhile (bound?): not deleted, checked again next pass');
+        else if (!isNotFound(err)) this.#log.error({ err, pv: name }, `cannot delete the Available PV whose volume is missing: ${errorMessage(err)}`);
+        continue;
+      }
+      deleted.push(name);
+      const message = `Deleted the Available PV ${name}: its volume has been missing for ${formatDuration(now - missing.since)}, over the grace period ${formatDuration(policy.gracePeriodMs)} of class ${c.className} (healthPolicy.deleteMissingAvailable); discovery creates it again when the volume is back (${missing.message})`;
+      this.#env.recorder.event(pvRef(pv), 'Warning', REASON_MISSING_VOLUME_DELETED, message);
+      this.#log.warn({ pv: name, className: c.className, missingForMs: now - missing.since }, message);
+      const t = this.#o.ledger.byUid.get(uid);
+      if (t !== undefined) this.#removeSeries(t);
+      this.#o.ledger.byUid.delete(uid);
+    }
+    return deleted;
+  }
+}
+
+/** True when the Pod mounts the claim and has not finished. */
+export function usesClaim(pod: V1Pod, claimName: string): boolean {
+  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return false;
+  return (pod.spec?.volumes ?? []).some((v) => v.persistentVolumeClaim?.claimName === claimName);
+}
