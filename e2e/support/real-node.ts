@@ -63,6 +63,18 @@ export class DiscoveryRoot {
     symlinkSync(dev, join(this.root, cls, name));
     return dev;
   }
+  /** An ext4 filesystem on a loop device of `sizeMiB`, mounted at root/<cls>/<name>; resolves with the loop device. */
+  ext4Volume(cls: string, name: string, sizeMiB: number): string {
+    const file = join(this.#backing, `${name}.img`);
+    sh('truncate', ['-s', `${sizeMiB}M`, file]);
+    sh('mkfs.ext4', ['-q', '-F', file]);
+    const dev = sh('losetup', ['--find', '--show', file]).trim();
+    this.#loops.push(dev);
+    const p = join(this.root, cls, name);
+    mkdirSync(p, { recursive: true });
+    sh('mount', [dev, p]);
+    return dev;
+  }
   cleanup(): void {
     // Deepest first, until nothing is mounted under the root (propagation may have doubled some).
     for (let i = 0; i < 10; i++) {
