@@ -45,7 +45,7 @@ const run = async (args: string[]): Promise<{ code: number; out: string }> => {
   }
 };
 
-describe.skipIf(promtoolMissing !== undefined)(`promtool on deployment/monitoring/rules.yaml${promtoolMissing ? ` (skipped: ${promtoolMissing})` : ''}`, () => {
+describe.skipIf(promtoolMissing !== undefined)(`promtool on deployment/monitoring/rules.yaml${promtoolMissing ? ` (skipped: ${promtoolMissing})` : ''}`, { timeout: 60_000 }, () => {
   it('promtool check rules: valid, nine rules', async () => {
     const r = await run(['check', 'rules', rulesFile]);
     expect(r.out).toContain('SUCCESS: 9 rules found');
