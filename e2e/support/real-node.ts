@@ -63,6 +63,13 @@ export class DiscoveryRoot {
     symlinkSync(dev, join(this.root, cls, name));
     return dev;
   }
+  /** A tmpfs at root/<cls> itself, as one disk under the class's volumes (made after it with volume()); resolves with its path. */
+  classDisk(cls: string): string {
+    const p = join(this.root, cls);
+    mkdirSync(p, { recursive: true });
+    sh('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'lsp-e2e', p]);
+    return p;
+  }
   /** An ext4 filesystem on a loop device of `sizeMiB`, mounted at root/<cls>/<name>; resolves with the loop device. */
   ext4Volume(cls: string, name: string, sizeMiB: number): string {
     const file = join(this.#backing, `${name}.img`);
