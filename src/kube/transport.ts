@@ -203,8 +203,10 @@ export function createTransport(kc: KubeConfig, opts: TransportOptions = {}): Tr
   const server = new URL(cluster.server);
   const secure = server.protocol === 'https:';
   const basePath = server.pathname.replace(/\/+$/, '');
-  // One pool per client; sockets are told apart by host and TLS material (the agent's name).
-  const agent = secure ? new https.Agent({ keepAlive: true, scheduling: 'lifo' }) : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
+  // One pool per client; sockets are told apart by host and TLS material (the agent's name). TCP keep-alive
+  // probes after 30 s of silence, like client-go (and client-node's dispatchers).
+  const agentOptions: http.AgentOptions = { keepAlive: true, keepAliveMsecs: 30_000, scheduling: 'lifo' };
+  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
   const requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
 
   async function prepare(method: string, path: string, query: Query | undefined, headers: Record<string, string>): Promise<Prepared> {
