@@ -252,6 +252,9 @@ export function createTransport(kc: KubeConfig, opts: TransportOptions = {}): Tr
           res.on('error', (e) => {
             reject(networkError(e));
           });
+          res.on('close', () => {
+            if (!res.complete) reject(new KubeError(0, 'NetworkError', `${method} ${path}: the connection was cut`));
+          });
           res.on('end', () => {
             const code = res.statusCode ?? 0;
             const text = Buffer.concat(chunks).toString('utf8');
@@ -356,11 +359,12 @@ export function createTransport(kc: KubeConfig, opts: TransportOptions = {}): Tr
           res.on('error', (e) => {
             settle(networkError(e));
           });
-          res.on('aborted', () => {
-            settle(new KubeError(0, 'NetworkError', `watch ${path}: the connection was cut`));
+          res.on('close', () => {
+            if (!res.complete) settle(new KubeError(0, 'NetworkError', `watch ${path}: the connection was cut`));
           });
         });
         req.on('error', (e) => {
+          if (settled) return; // our own abort or timeout
           status(0);
           settle(networkError(e));
         });

@@ -196,6 +196,15 @@ describe('requests against a local API server', () => {
           metadata: { resourceVersion: '50', ...(to < pvs.length ? { continue: String(to) } : {}) },
           items: pvs.slice(from, to),
         });
+      } else if (p === '/api/v1/nodes' && q.get('watch') === 'true') {
+        // One event, then the connection is cut in the middle of the next line.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'n1' } } })}\n{"type":"MODI`);
+        setImmediate(() => res.socket?.destroy());
+      } else if (p === '/api/v1/nodes/cut') {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+        res.write('{"metadata":');
+        setImmediate(() => res.socket?.destroy());
       } else if (p === '/prefix/api/v1/nodes/n1') json(res, 200, { metadata: { name: 'n1' } });
       else json(res, 500, status(500, 'InternalError', `unexpected ${req.method ?? ''} ${req.url ?? ''}`));
     });
@@ -266,6 +275,15 @@ describe('requests against a local API server', () => {
     const e = await kubeRejection(client.watch('persistentvolumes', { resourceVersion: '1' }, () => undefined, new AbortController().signal));
     expect([isGone(e), e.reason, e.message]).toEqual([true, 'Expired', 'too old resource version: 1 (50)']);
     expect(client.stats().byRequest['watch persistentvolumes']).toBe(1);
+  });
+
+  it('a connection cut in the middle of an answer or of a watch line rejects with code 0, after the complete events', async () => {
+    const client = createKubeClient(kubeConfig(srv.base), { qps: 0, burst: 0 });
+    const cut = await kubeRejection(client.getNode('cut'));
+    expect([cut.code, cut.reason]).toEqual([0, 'NetworkError']);
+    const names: string[] = [];
+    const e = await kubeRejection(client.watch('nodes', { resourceVersion: '5' }, (ev) => names.push(`${ev.type} ${(ev.object as { metadata?: { name?: string } }).metadata?.name ?? ''}`), new AbortController().signal));
+    expect([e.code, e.reason, names]).toEqual([0, 'NetworkError', ['ADDED n1']]);
   });
 
   it('keeps the path of the server URL as a prefix', async () => {
