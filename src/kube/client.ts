@@ -1,30 +1,23 @@
-// KubePort on @kubernetes/client-node 2.0.1: typed API calls for single
-// requests, the client's `Watch` for watch streams. Every request passes the
-// QPS/burst rate limiter and is counted in kube_requests_total{verb,resource,code};
-// every failure becomes a KubeError (code 0 for network errors).
+// KubePort over the lean request path of src/kube/transport.ts: JSON over
+// keep-alive HTTPS, no generated API classes of @kubernetes/client-node loaded
+// (it still loads the kubeconfig and authenticates, and lends its model types).
+// Every request passes the QPS/burst rate limiter and is counted in
+// kube_requests_total{verb,resource,code}; every failure becomes a KubeError
+// (code 0 for network errors).
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import {
-  ApiException,
-  BatchV1Api,
-  CoreV1Api,
-  KubeConfig,
-  PatchStrategy,
-  StorageV1Api,
-  Watch,
-  setHeaderOptions,
-  type CoreV1Event,
-  type HttpInfo,
-  type V1DeleteOptions,
-  type V1Job,
-  type V1ListMeta,
-  type V1Node,
-  type V1PersistentVolume,
-  type V1PersistentVolumeClaim,
+// config.js, not the package index: the index would load every generated API class.
+import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
+import type {
+  CoreV1Event,
+  V1DeleteOptions,
+  V1Job,
+  V1Node,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
 } from '@kubernetes/client-node';
 import type { KubeMetrics } from '../metrics/metrics.ts';
-import { deserializeModel, reuseDispatchers, setWatchInactivityTimeout } from './client-node-patches.ts';
 import { TokenBucket } from './ratelimit.ts';
 import {
   KubeError,
@@ -39,6 +32,7 @@ import {
   type WatchEventType,
   type WatchOptions,
 } from './port.ts';
+import { createTransport, HTTP_REASONS, networkError, reviveDates, type Query, type Response } from './transport.ts';
 import { errnoCode, errorMessage } from '../util/errors.ts';
 
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -116,9 +110,8 @@ export interface KubeClientOptions {
   readonly metrics?: Pick<KubeMetrics, 'kubeRequests'> | undefined;
   readonly userAgent?: string | undefined;
   /**
-   * client-node aborts a watch that receives no bytes for this long (its default is 30 s,
-   * shorter than a quiet watch with bookmarks). Default: 5 minutes plus one minute of slack
-   * over the watch's timeoutSeconds.
+   * A watch that receives no bytes for this long is cut with a Timeout KubeError. Default: one
+   * minute of slack over the watch's timeoutSeconds (5 minutes when unset).
    */
   readonly watchInactivityTimeoutMs?: number | undefined;
 }
@@ -134,17 +127,6 @@ export interface KubeClient extends KubePort {
   stats(): KubeClientStats;
 }
 
-/** Model names of the watched kinds, to give watch objects the same shape (Dates etc.) as list results. */
-const MODEL: Record<ResourceKind, string> = {
-  persistentvolumes: 'V1PersistentVolume',
-  persistentvolumeclaims: 'V1PersistentVolumeClaim',
-  storageclasses: 'V1StorageClass',
-  jobs: 'V1Job',
-  nodes: 'V1Node',
-  pods: 'V1Pod',
-  events: 'CoreV1Event',
-};
-
 const NAMESPACED: Record<ResourceKind, boolean> = {
   persistentvolumes: false,
   persistentvolumeclaims: true,
@@ -155,66 +137,25 @@ const NAMESPACED: Record<ResourceKind, boolean> = {
   events: true,
 };
 
-function resourcePath(kind: ResourceKind, namespace: string | undefined): string {
+function resourcePath(kind: ResourceKind, namespace: string | undefined, name?: string): string {
   const prefix = kind === 'jobs' ? '/apis/batch/v1' : kind === 'storageclasses' ? '/apis/storage.k8s.io/v1' : '/api/v1';
   const ns = namespace && NAMESPACED[kind] ? `/namespaces/${encodeURIComponent(namespace)}` : '';
-  return `${prefix}${ns}/${kind}`;
+  return `${prefix}${ns}/${kind}${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
 }
 
-const REASONS: Record<number, string> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  405: 'MethodNotAllowed',
-  409: 'Conflict',
-  410: 'Expired',
-  415: 'UnsupportedMediaType',
-  422: 'Invalid',
-  429: 'TooManyRequests',
-  500: 'InternalError',
-  503: 'ServiceUnavailable',
-  504: 'Timeout',
-};
+const MERGE_PATCH = 'application/merge-patch+json';
 
-/** Maps anything a client-node call can throw to a KubeError. */
+/** Maps anything a request can throw to a KubeError. */
 export function toKubeError(e: unknown): KubeError {
   if (e instanceof KubeError) return e;
-  if (e instanceof ApiException) {
-    const code = (e as ApiException<unknown>).code;
-    const status = parseStatus((e as ApiException<unknown>).body);
-    return new KubeError(code, status?.reason ?? REASONS[code] ?? 'Unknown', status?.message ?? `HTTP ${code}`);
-  }
   if (e instanceof Error) {
     const statusCode = (e as { statusCode?: unknown }).statusCode;
     if (typeof statusCode === 'number') {
-      return new KubeError(statusCode, REASONS[statusCode] ?? 'Unknown', `HTTP ${statusCode} ${e.message}`);
+      return new KubeError(statusCode, HTTP_REASONS[statusCode] ?? 'Unknown', `HTTP ${statusCode} ${e.message}`);
     }
     if (e.name === 'TimeoutError') return new KubeError(0, 'Timeout', `request timed out: ${e.message}`);
-    const cause = e.cause instanceof Error ? `: ${e.cause.message}` : '';
-    return new KubeError(0, 'NetworkError', `${e.message}${cause}`);
   }
-  return new KubeError(0, 'Unknown', String(e));
-}
-
-function parseStatus(body: unknown): KubeStatus | undefined {
-  let b: unknown = body;
-  if (typeof body === 'string') {
-    try {
-      b = JSON.parse(body);
-    } catch {
-      const text = body.trim();
-      return text ? { message: text.slice(0, 500) } : undefined;
-    }
-  }
-  if (b && typeof b === 'object') {
-    const s = b as Record<string, unknown>;
-    const out: { reason?: string; message?: string; code?: number } = {};
-    if (typeof s['reason'] === 'string' && s['reason']) out.reason = s['reason'];
-    if (typeof s['message'] === 'string' && s['message']) out.message = s['message'];
-    return out;
-  }
-  return undefined;
+  return networkError(e);
 }
 
 function deleteBody(opts: DeleteOptions | undefined): V1DeleteOptions | undefined {
@@ -229,25 +170,14 @@ function deleteBody(opts: DeleteOptions | undefined): V1DeleteOptions | undefine
   };
 }
 
-/** A delete request: the object's name (and namespace), with a body only when options ask for one. */
-function deleteRequest<T extends { name: string; namespace?: string }>(target: T, opts: DeleteOptions | undefined): T & { body?: V1DeleteOptions } {
-  const body = deleteBody(opts);
-  return body ? { ...target, body } : target;
-}
-
 interface AnyList {
-  items: unknown[];
-  metadata?: V1ListMeta;
+  items?: unknown[] | null;
+  metadata?: { resourceVersion?: string; continue?: string };
 }
 
 export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeClient {
-  reuseDispatchers(kc);
-  const core = kc.makeApiClient(CoreV1Api);
-  const batch = kc.makeApiClient(BatchV1Api);
-  const storage = kc.makeApiClient(StorageV1Api);
+  const transport = createTransport(kc, { userAgent: opts.userAgent });
   const limiter = new TokenBucket({ qps: opts.qps, burst: opts.burst });
-  const ua = opts.userAgent;
-  const callOpts = () => (ua ? setHeaderOptions('User-Agent', ua) : undefined);
   let requests = 0;
   const byRequest: Record<string, number> = {};
 
@@ -258,12 +188,12 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
     opts.metrics?.kubeRequests.inc({ verb, resource, code: String(code) });
   };
 
-  async function call<T>(verb: string, resource: string, fn: () => Promise<HttpInfo<T>>): Promise<T> {
+  async function call<T>(verb: string, resource: string, fn: () => Promise<Response<T>>): Promise<T> {
     await limiter.acquire();
     try {
       const res = await fn();
-      count(verb, resource, res.httpStatusCode);
-      return res.data;
+      count(verb, resource, res.status);
+      return res.body;
     } catch (e) {
       const ke = toKubeError(e);
       count(verb, resource, ke.code);
@@ -271,37 +201,28 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
     }
   }
 
-  function listCall(kind: ResourceKind, o: ListPageOptions): Promise<HttpInfo<AnyList>> {
-    const q = { labelSelector: o.labelSelector, fieldSelector: o.fieldSelector, limit: o.limit, _continue: o.continue };
-    const ns = o.namespace;
-    const c = callOpts();
-    switch (kind) {
-      case 'persistentvolumes':
-        return core.listPersistentVolumeWithHttpInfo(q, c);
-      case 'persistentvolumeclaims':
-        return ns
-          ? core.listNamespacedPersistentVolumeClaimWithHttpInfo({ ...q, namespace: ns }, c)
-          : core.listPersistentVolumeClaimForAllNamespacesWithHttpInfo(q, c);
-      case 'nodes':
-        return core.listNodeWithHttpInfo(q, c);
-      case 'storageclasses':
-        return storage.listStorageClassWithHttpInfo(q, c);
-      case 'jobs':
-        return ns ? batch.listNamespacedJobWithHttpInfo({ ...q, namespace: ns }, c) : batch.listJobForAllNamespacesWithHttpInfo(q, c);
-      case 'pods':
-        return ns ? core.listNamespacedPodWithHttpInfo({ ...q, namespace: ns }, c) : core.listPodForAllNamespacesWithHttpInfo(q, c);
-      case 'events':
-        return ns ? core.listNamespacedEventWithHttpInfo({ ...q, namespace: ns }, c) : core.listEventForAllNamespacesWithHttpInfo(q, c);
-    }
-  }
+  const get = <T>(kind: ResourceKind, namespace: string | undefined, name: string): Promise<T> =>
+    call('get', kind, () => transport.request<T>('GET', resourcePath(kind, namespace, name)));
+  const create = <T>(kind: ResourceKind, namespace: string | undefined, body: T): Promise<T> =>
+    call('create', kind, () => transport.request<T>('POST', resourcePath(kind, namespace), undefined, body));
+  const patch = <T>(kind: ResourceKind, namespace: string | undefined, name: string, body: unknown): Promise<T> =>
+    call('patch', kind, () => transport.request<T>('PATCH', resourcePath(kind, namespace, name), undefined, body, MERGE_PATCH));
+  const del = async (kind: ResourceKind, namespace: string | undefined, name: string, d: DeleteOptions | undefined): Promise<void> => {
+    await call('delete', kind, () => transport.request<unknown>('DELETE', resourcePath(kind, namespace, name), undefined, deleteBody(d)));
+  };
 
   const client: KubeClient = {
     stats: () => ({ requests, byRequest: { ...byRequest } }),
 
     async list<K extends ResourceKind>(kind: K, o: ListPageOptions): Promise<ListResult<ResourceTypes[K]>> {
-      const res = await call('list', kind, () => listCall(kind, o));
-      const next = res.metadata?._continue;
-      return { items: res.items as Array<ResourceTypes[K]>, resourceVersion: res.metadata?.resourceVersion ?? '', ...(next ? { continue: next } : {}) };
+      const q: Query = { labelSelector: o.labelSelector, fieldSelector: o.fieldSelector, limit: o.limit, continue: o.continue };
+      const res = await call('list', kind, () => transport.request<AnyList>('GET', resourcePath(kind, o.namespace), q));
+      const next = res.metadata?.continue;
+      return {
+        items: (res.items ?? []) as Array<ResourceTypes[K]>,
+        resourceVersion: res.metadata?.resourceVersion ?? '',
+        ...(next ? { continue: next } : {}),
+      };
     },
 
     async watch<K extends ResourceKind>(
@@ -316,117 +237,72 @@ export function createKubeClient(kc: KubeConfig, opts: KubeClientOptions): KubeC
         return; // aborted while waiting for a token
       }
       if (signal.aborted) return;
-      const watcher = new Watch(kc);
-      // Without raising it a quiet watch is cut every 30 s.
-      setWatchInactivityTimeout(watcher, opts.watchInactivityTimeoutMs ?? ((o.timeoutSeconds ?? 300) + 60) * 1000);
-      const query: Record<string, string | number | boolean | undefined> = {
+      const query: Query = {
+        watch: true,
         resourceVersion: o.resourceVersion,
         timeoutSeconds: o.timeoutSeconds,
         allowWatchBookmarks: o.allowWatchBookmarks,
         labelSelector: o.labelSelector,
         fieldSelector: o.fieldSelector,
       };
-      const model = MODEL[kind];
-      await new Promise<void>((resolve, reject) => {
-        let settled = false;
-        let controller: AbortController | undefined;
-        let counted = false;
-        const countOnce = (code: number): void => {
-          if (!counted) {
-            counted = true;
-            count('watch', kind, code);
-          }
-        };
-        const settle = (err?: unknown): void => {
-          if (settled) return;
-          settled = true;
-          signal.removeEventListener('abort', onAbort);
-          if (err && !signal.aborted) reject(toKubeError(err));
-          else resolve();
-        };
-        const onAbort = (): void => {
-          controller?.abort();
-          settle();
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        watcher
-          .watch(
-            resourcePath(kind, o.namespace),
-            query,
-            (type: string, obj: unknown) => {
-              if (settled) return;
-              const object =
-                type === 'ERROR' || type === 'BOOKMARK' ? obj : (deserializeModel(obj, model) as ResourceTypes[K]);
-              onEvent({ type: type as WatchEventType, object: object as ResourceTypes[K] | KubeStatus });
-            },
-            (err: unknown) => {
-              countOnce(err ? toKubeError(err).code : 200);
-              settle(err);
-            },
-          )
-          .then(
-            (c) => {
-              controller = c;
-              countOnce(200);
-              if (settled) c.abort();
-            },
-            (e: unknown) => {
-              countOnce(toKubeError(e).code);
-              settle(e);
-            },
-          );
-      });
+      let counted = false;
+      const countOnce = (code: number): void => {
+        if (!counted) {
+          counted = true;
+          count('watch', kind, code);
+        }
+      };
+      try {
+        await transport.stream(
+          resourcePath(kind, o.namespace),
+          query,
+          (line) => {
+            const ev = line as { type?: string; object?: unknown };
+            const type = ev.type as WatchEventType;
+            // Objects get the same shape (Dates) as list results; ERROR (a Status) and BOOKMARK stay as they are.
+            const object = type === 'ERROR' || type === 'BOOKMARK' ? ev.object : reviveDates(ev.object);
+            onEvent({ type, object: object as ResourceTypes[K] | KubeStatus });
+          },
+          signal,
+          {
+            // A quiet watch with bookmarks must not be cut: the server's timeout plus a minute of slack.
+            inactivityMs: opts.watchInactivityTimeoutMs ?? ((o.timeoutSeconds ?? 300) + 60) * 1000,
+            onStatus: countOnce,
+          },
+        );
+      } catch (e) {
+        const ke = toKubeError(e);
+        countOnce(ke.code);
+        throw ke;
+      }
     },
 
-    getNode: (name: string): Promise<V1Node> => call('get', 'nodes', () => core.readNodeWithHttpInfo({ name }, callOpts())),
+    getNode: (name: string): Promise<V1Node> => get('nodes', undefined, name),
 
     replaceNode: (node: V1Node): Promise<V1Node> =>
-      call('update', 'nodes', () => core.replaceNodeWithHttpInfo({ name: node.metadata?.name ?? '', body: node }, callOpts())),
+      call('update', 'nodes', () => transport.request<V1Node>('PUT', resourcePath('nodes', undefined, node.metadata?.name ?? ''), undefined, node)),
 
-    createPersistentVolume: (pv: V1PersistentVolume): Promise<V1PersistentVolume> =>
-      call('create', 'persistentvolumes', () => core.createPersistentVolumeWithHttpInfo({ body: pv }, callOpts())),
+    createPersistentVolume: (pv: V1PersistentVolume): Promise<V1PersistentVolume> => create('persistentvolumes', undefined, pv),
 
-    getPersistentVolume: (name: string): Promise<V1PersistentVolume> =>
-      call('get', 'persistentvolumes', () => core.readPersistentVolumeWithHttpInfo({ name }, callOpts())),
+    getPersistentVolume: (name: string): Promise<V1PersistentVolume> => get('persistentvolumes', undefined, name),
 
-    async deletePersistentVolume(name: string, d?: DeleteOptions): Promise<void> {
-      await call('delete', 'persistentvolumes', () => core.deletePersistentVolumeWithHttpInfo(deleteRequest({ name }, d), callOpts()));
-    },
+    deletePersistentVolume: (name: string, d?: DeleteOptions): Promise<void> => del('persistentvolumes', undefined, name, d),
 
-    patchPersistentVolume: (name: string, patch: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> =>
-      call('patch', 'persistentvolumes', () =>
-        core.patchPersistentVolumeWithHttpInfo({ name, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch, callOpts())),
-      ),
+    patchPersistentVolume: (name: string, p: Partial<V1PersistentVolume>): Promise<V1PersistentVolume> => patch('persistentvolumes', undefined, name, p),
 
-    getPersistentVolumeClaim: (namespace: string, name: string): Promise<V1PersistentVolumeClaim> =>
-      call('get', 'persistentvolumeclaims', () => core.readNamespacedPersistentVolumeClaimWithHttpInfo({ namespace, name }, callOpts())),
+    getPersistentVolumeClaim: (namespace: string, name: string): Promise<V1PersistentVolumeClaim> => get('persistentvolumeclaims', namespace, name),
 
-    async deletePersistentVolumeClaim(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
-      await call('delete', 'persistentvolumeclaims', () =>
-        core.deleteNamespacedPersistentVolumeClaimWithHttpInfo(deleteRequest({ name, namespace }, d), callOpts()),
-      );
-    },
+    deletePersistentVolumeClaim: (namespace: string, name: string, d?: DeleteOptions): Promise<void> =>
+      del('persistentvolumeclaims', namespace, name, d),
 
-    createJob: (namespace: string, job: V1Job): Promise<V1Job> =>
-      call('create', 'jobs', () => batch.createNamespacedJobWithHttpInfo({ namespace, body: job }, callOpts())),
+    createJob: (namespace: string, job: V1Job): Promise<V1Job> => create('jobs', namespace, job),
 
-    async deleteJob(namespace: string, name: string, d?: DeleteOptions): Promise<void> {
-      await call('delete', 'jobs', () => batch.deleteNamespacedJobWithHttpInfo(deleteRequest({ name, namespace }, d), callOpts()));
-    },
+    deleteJob: (namespace: string, name: string, d?: DeleteOptions): Promise<void> => del('jobs', namespace, name, d),
 
-    createEvent: (namespace: string, ev: CoreV1Event): Promise<CoreV1Event> =>
-      call('create', 'events', () => core.createNamespacedEventWithHttpInfo({ namespace, body: ev }, callOpts())),
+    createEvent: (namespace: string, ev: CoreV1Event): Promise<CoreV1Event> => create('events', namespace, ev),
 
-    patchEvent: (namespace: string, name: string, patch: Partial<CoreV1Event>): Promise<CoreV1Event> =>
-      call('patch', 'events', () =>
-        core.patchNamespacedEventWithHttpInfo(
-          { namespace, name, body: patch },
-          // Without an explicit content type the client sends json-patch+json and the server answers 415.
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch, callOpts()),
-        ),
-      ),
+    // Merge patch: without an explicit content type the server would read a JSON patch.
+    patchEvent: (namespace: string, name: string, p: Partial<CoreV1Event>): Promise<CoreV1Event> => patch('events', namespace, name, p),
   };
   return client;
 }
-
-

@@ -1,5 +1,5 @@
 // The narrow port through which the daemon talks to the Kubernetes API.
-// src/kube/client.ts implements it on @kubernetes/client-node; unit tests use the
+// src/kube/client.ts implements it (requests: src/kube/transport.ts); unit tests use the
 // in-memory fake in test/support/fake-kube.ts. Nothing else in src/ imports
 // @kubernetes/client-node's API classes, so every API request is visible here
 // (and counted: see src/kube/client.ts).

@@ -2,7 +2,7 @@
 // The bundle must behave like the sources: same --version (package.json found from
 // the shared chunk), same --help, and the dry run works for the provisioner.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -26,6 +26,20 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     const files = readdirSync(out);
     expect(files.filter((f) => /^chunk-\w+\.js$/.test(f)).length).toBeGreaterThanOrEqual(1);
     expect(files).toContain('provisioner.js.map');
+  });
+
+  it("carries none of client-node's generated API classes or models, nor undici (issue 20: src/kube sends its own requests)", () => {
+    const sources = new Set<string>();
+    for (const dir of [out, join(out, 'node-cleanup')]) {
+      for (const f of readdirSync(dir).filter((n) => n.endsWith('.js.map'))) {
+        for (const s of (JSON.parse(readFileSync(join(dir, f), 'utf8')) as { sources: string[] }).sources) sources.add(s);
+      }
+    }
+    const all = [...sources];
+    // Paths as client-node's own source maps name them (src/*.ts). KubeConfig stays:
+    expect(all.some((s) => /@kubernetes\/client-node\/(dist|src)\/config\.[jt]s$/.test(s))).toBe(true);
+    expect(all.filter((s) => /@kubernetes\/client-node\/(dist|src)\/gen\//.test(s) && !/\/rxjsStub\.[jt]s$/.test(s))).toEqual([]);
+    expect(all.filter((s) => /node_modules\/undici\//.test(s))).toEqual([]);
   });
 
   it('prints the same --version and --help as the sources, for both daemons', () => {
