@@ -236,7 +236,7 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
 
   let pod: V1Pod;
 
-  it('Prometheus finds the daemon through the Service the ServiceMonitor selects, scrapes it and loads the six rules', async () => {
+  it('Prometheus finds the daemon through the Service the ServiceMonitor selects, scrapes it and loads the seven rules', async () => {
     pod = await waitFor(
       async () =>
         (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: `app.kubernetes.io/name=${baseDaemonSet}` })).items.find((p) =>
@@ -253,7 +253,7 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
     expect(up.metric['instance']).toBe(`${pod.status?.podIP ?? ''}:8080`);
     const rules = (await (await fetch(`${promUrl}/api/v1/rules`)).json()) as { data: { groups: { rules: { name: string; health: string }[] }[] } };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
-    expect(loaded).toHaveLength(6);
+    expect(loaded).toHaveLength(7);
     expect(loaded.filter((r) => r.health === 'err')).toEqual([]);
     // Healthy: none of them fires.
     await waitFor(async () => (await query('local_volume_provisioner_config_last_reload_successful'))[0], { what: 'the config metric scraped', timeoutMs: 60_000 });
