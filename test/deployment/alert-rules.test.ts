@@ -59,7 +59,7 @@ describe.skipIf(promtoolMissing !== undefined)(`promtool on deployment/monitorin
     // Every shipped alert is exercised by the promtool tests.
     const tested = new Set([...readFileSync(promtoolTests, 'utf8').matchAll(/alertname: (\w+)/g)].map((m) => m[1]));
     expect(shipped.flatMap((g) => g.rules.map((x) => x.alert)).filter((a) => !tested.has(a))).toEqual([]);
-  });
+  }, 30_000); // promtool runs every rule test: seconds on a loaded machine
 
   it('promtool test rules fails when a rule is broken (the tests bite)', async () => {
     const { mkdtemp, writeFile, rm } = await import('node:fs/promises');
@@ -75,7 +75,7 @@ describe.skipIf(promtoolMissing !== undefined)(`promtool on deployment/monitorin
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  });
+  }, 30_000); // promtool runs every rule test: seconds on a loaded machine
 });
 
 describe('the shipped copies of the rules', () => {
