@@ -7,8 +7,9 @@
 // kubernetes_sd: the test serves those targets to it by http_sd, fresh on every 2 s refresh.) It
 // evaluates deployment/monitoring/rules.yaml as shipped, except that every `for:` is cut to a few
 // seconds (the only change, checked); scrape and evaluation run every 2 s. Then:
-//  - a volume that cannot be cleaned (its filesystem remounted read-only on the host: unlink fails
-//    with EROFS) makes LocalVolumeProvisionerCleanupFailing fire, with the labels of the series;
+//  - a claimed volume whose filesystem is remounted read-only on the host makes LocalVolumeClaimUnhealthy
+//    fire (the volume health gauge, with the claim's namespace and name); released, it cannot be cleaned
+//    (unlink fails with EROFS) and LocalVolumeProvisionerCleanupFailing fires, with the labels of the series;
 //  - a ConfigMap edited to bad YAML makes LocalVolumeProvisionerConfigRejected fire, and the fix
 //    resolves it.
 // Measurements go to the log as `[measure] …`.
@@ -63,7 +64,7 @@ interface ServiceMonitor {
   spec: {
     jobLabel: string;
     selector: { matchExpressions: { key: string; operator: string; values: string[] }[] };
-    endpoints: { port: string; path: string; scheme: string; relabelings?: { sourceLabels: string[]; targetLabel: string }[] }[];
+    endpoints: { port: string; path: string; scheme: string; honorLabels?: boolean; relabelings?: { sourceLabels: string[]; targetLabel: string }[] }[];
   };
 }
 interface SdGroup {
@@ -166,14 +167,17 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
 
     // Prometheus: the shipped rules with short `for:`, a 2 s scrape and evaluation, the ServiceMonitor's scrape config.
     promDir = mkdtempSync(join(tmpdir(), 'lsp-prometheus-'));
-    sd = await startSdServer(api, parse(readFileSync(serviceMonitorFile, 'utf8')) as ServiceMonitor);
+    const sm = parse(readFileSync(serviceMonitorFile, 'utf8')) as ServiceMonitor;
+    sd = await startSdServer(api, sm);
     writeFileSync(join(promDir, 'rules.yaml'), shortenFor(readFileSync(rulesFile, 'utf8'), '4s'));
     writeFileSync(
       join(promDir, 'prometheus.yml'),
       stringify({
         global: { scrape_interval: '2s', scrape_timeout: '2s', evaluation_interval: '2s' },
         rule_files: [join(promDir, 'rules.yaml')],
-        scrape_configs: [{ job_name: 'local-volume-provisioner', http_sd_configs: [{ url: sd.url, refresh_interval: '2s' }] }],
+        scrape_configs: [
+          { job_name: 'local-volume-provisioner', honor_labels: sm.spec.endpoints[0]?.honorLabels === true, http_sd_configs: [{ url: sd.url, refresh_interval: '2s' }] },
+        ],
       }),
     );
     const port = await freePort();
@@ -236,7 +240,7 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
 
   let pod: V1Pod;
 
-  it('Prometheus finds the daemon through the Service the ServiceMonitor selects, scrapes it and loads the six rules', async () => {
+  it('Prometheus finds the daemon through the Service the ServiceMonitor selects, scrapes it and loads the nine rules', async () => {
     pod = await waitFor(
       async () =>
         (await api.core.listNamespacedPod({ namespace: 'kube-system', labelSelector: `app.kubernetes.io/name=${baseDaemonSet}` })).items.find((p) =>
@@ -253,7 +257,7 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
     expect(up.metric['instance']).toBe(`${pod.status?.podIP ?? ''}:8080`);
     const rules = (await (await fetch(`${promUrl}/api/v1/rules`)).json()) as { data: { groups: { rules: { name: string; health: string }[] }[] } };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
-    expect(loaded).toHaveLength(6);
+    expect(loaded).toHaveLength(9);
     expect(loaded.filter((r) => r.health === 'err')).toEqual([]);
     // Healthy: none of them fires.
     await waitFor(async () => (await query('local_volume_provisioner_config_last_reload_successful'))[0], { what: 'the config metric scraped', timeoutMs: 60_000 });
@@ -275,6 +279,13 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
     writeFileSync(`/mnt/disks/${cls}/vol1/data`, 'written before the release\n');
     execFileSync('mount', ['-o', 'remount,ro', `/mnt/disks/${cls}/vol1`]);
     readOnly = `/mnt/disks/${cls}/vol1`;
+    // The volume health check sees it (issue 19): LocalVolumeClaimUnhealthy, with the claim's namespace
+    // (the ServiceMonitor honors the gauge's labels) and name.
+    const tr = performance.now();
+    const unhealthy = await waitFor(firing('LocalVolumeClaimUnhealthy'), { what: 'LocalVolumeClaimUnhealthy firing', timeoutMs: 120_000, intervalMs: 1000 });
+    measure('remount,ro of a claimed volume to LocalVolumeClaimUnhealthy firing', performance.now() - tr);
+    expect(unhealthy.labels).toMatchObject({ severity: 'critical', node: nodeName, persistentvolume: pvName, condition: 'read-only', namespace: 'default', persistentvolumeclaim: 'doomed', storageclass: cls });
+    expect(unhealthy.annotations['summary']).toBe(`PVC default/doomed: local volume ${pvName} is read-only`);
     const t0 = performance.now();
     await api.core.deleteNamespacedPersistentVolumeClaim({ name: 'doomed', namespace: 'default' });
     const alert = await waitFor(firing('LocalVolumeProvisionerCleanupFailing'), { what: 'LocalVolumeProvisionerCleanupFailing firing', timeoutMs: 300_000, intervalMs: 1000 });

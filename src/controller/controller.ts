@@ -257,7 +257,13 @@ export async function startController(
         log.error({ err }, 'discovery pass failed');
         pc.readiness.set(false, String(err));
       }
-      if (!abort.signal.aborted) await health.pass();
+      if (!abort.signal.aborted) {
+        try {
+          await health.pass();
+        } catch (err) {
+          log.error({ err }, 'volume health pass failed');
+        }
+      }
       await pc.taintRemover.maybeRemove(config.removeNodeNotReadyTaint, config.provisionerNotReadyNodeTaintKey, pc.readiness.ready);
       await waker.sleep(pc.discoveryPeriodMs, abort.signal);
     }

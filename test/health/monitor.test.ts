@@ -301,6 +301,22 @@ describe('HealthMonitor: healthPolicy', () => {
     expect(recorder.reasons()).not.toContain('MissingVolumeDeleted');
   });
 
+  it('the UID precondition: a PV of the same name made anew since the pass read it is not deleted', async () => {
+    putPV('vol1', 'Available');
+    checker.set('vol1', { missing: 'gone' });
+    const stale = kube.objects('persistentvolumes');
+    const m = new HealthMonitor(
+      testEnv({ kube, recorder, metrics, config: testConfig({ [CLASS]: cls(ON) }), now: () => clock }),
+      { checker, pvs: { list: () => stale }, ledger },
+    );
+    await m.pass();
+    clock += ON.gracePeriodMs;
+    kube.remove('persistentvolumes', 'pv-vol1');
+    const fresh = putPV('vol1', 'Available');
+    expect((await m.pass()).deleted).toEqual([]);
+    expect(kube.object('persistentvolumes', 'pv-vol1')?.metadata?.uid).toBe(fresh.metadata?.uid);
+  });
+
   it('a volume that came back before the grace period ends restarts the grace period', async () => {
     putPV('vol1', 'Available');
     const m = monitor({ policy: ON });
