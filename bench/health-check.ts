@@ -3,8 +3,9 @@
 //
 // For each N, in this process: `--passes` passes of each of
 // - off: only what discovery already does each period (one read of /proc/self/mountinfo, the mount-point set);
-// - on: one health pass over the N volumes (beginPass: one mountinfo read with options; check() per PV);
-// - on+full: the same with a `full` threshold (one statfs per PV more);
+// - on: one health pass over the N volumes (beginPass: one mountinfo read with options; check() per PV, one at a time);
+// - on/64: the same with 64 checks in flight (what a monitor can do: the pass is safe to share);
+// - on+full/64: that with a `full` threshold (one statfs per PV more);
 // CPU (process.cpuUsage, user+system) and wall time per pass, medians.
 // Syscalls per pass: when strace is installed, a child process runs K passes of
 // each mode under `strace -f -c`, and (calls at K passes - calls at 0 passes) / K
@@ -25,8 +26,10 @@ import type { HealthCheckInput } from '../src/health/types.ts';
 import { readMountPoints } from '../src/host/mountinfo.ts';
 import { log, median, printSection, repoRoot, table, type Section } from './lib.ts';
 
-type Mode = 'none' | 'off' | 'on' | 'on+full';
-const MODES: readonly Mode[] = ['off', 'on', 'on+full'];
+type Mode = 'none' | 'off' | 'on' | 'on/64' | 'on+full/64';
+const MODES: readonly Mode[] = ['off', 'on', 'on/64', 'on+full/64'];
+/** How many checks the concurrent modes (".../64") keep in flight. */
+const CONCURRENCY = 64;
 
 export interface HealthBenchOptions {
   readonly sizes: readonly number[];
@@ -58,7 +61,14 @@ async function onePass(mode: Mode, paths: readonly string[]): Promise<number> {
   if (mode === 'off') return (await readMountPoints()).size > 0 ? 0 : 1;
   const pass = await createHealthChecker().beginPass();
   let abnormal = 0;
-  for (const input of inputs(paths, mode === 'on+full')) if ((await pass.check(input)).conditions.size > 0) abnormal++;
+  const all = inputs(paths, mode === 'on+full/64');
+  if (mode === 'on') {
+    for (const input of all) if ((await pass.check(input)).conditions.size > 0) abnormal++;
+    return abnormal;
+  }
+  for (let i = 0; i < all.length; i += CONCURRENCY) {
+    for (const h of await Promise.all(all.slice(i, i + CONCURRENCY).map((x) => pass.check(x)))) if (h.conditions.size > 0) abnormal++;
+  }
   return abnormal;
 }
 
