@@ -95,7 +95,7 @@ function straceCounts(text: string): Map<string, number> {
 }
 
 function straced(mode: Mode, passes: number, root: string, n: number): Map<string, number> {
-  const out = join(root, `strace-${mode}-${passes}.txt`);
+  const out = join(root, `strace-${mode.replace(/\W/g, '_')}-${passes}.txt`);
   const node = process.execPath;
   const r = spawnSync('strace', ['-f', '-c', '-o', out, node, import.meta.filename, '--child', mode, '--child-passes', String(passes), '--child-root', root, '--child-n', String(n)], {
     stdio: ['ignore', 'ignore', 'inherit'],
