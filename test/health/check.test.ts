@@ -218,6 +218,19 @@ describe('health check on sysfs fixtures', () => {
     expect(await conditionsOf(blockInput(node, 'block:8:16'), { sysfsRoot: sys })).toEqual({ 'io-errors': 'block device sdb (8:16) counted 2 I/O errors (ioerr_cnt)' });
   });
 
+  it('a pass reads each device\'s sysfs once (volumes share a disk): a counter raised mid-pass shows in the next pass only', async () => {
+    const sys = join(tmp, 'sys');
+    disk(sys);
+    const v = join(tmp, 'vol');
+    mkdirSync(v);
+    const checker = createHealthChecker({ sysfsRoot: sys, mountInfoPath: mountinfo(v) });
+    const pass = await checker.beginPass();
+    expect((await pass.check(fsInput(v))).conditions.size).toBe(0);
+    writeFileSync(join(sys, 'fs/ext4/sdb1/errors_count'), '5\n');
+    expect((await pass.check({ ...fsInput(v), pvName: 'local-pv-2' })).conditions.size).toBe(0);
+    expect([...(await (await checker.beginPass()).check(fsInput(v))).conditions.keys()]).toEqual(['filesystem-errors']);
+  });
+
   it('an unreadable mount table: no throw, no condition, the reason reported; a check never throws', async () => {
     const errors: string[] = [];
     const pass = await createHealthChecker({ mountInfoPath: join(tmp, 'none'), onError: (m) => errors.push(m) }).beginPass();
