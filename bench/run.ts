@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { discoveryScale } from './discovery-scale.ts';
 import { footprint, footprintArgs, FOOTPRINT_OPTIONS } from './footprint.ts';
+import { healthArgs, healthCheckBench, HEALTH_OPTIONS } from './health-check.ts';
 import { informerScale } from './informer-scale.ts';
 import { controlPlaneTable, log, machine, mountVolumes, printSection, withBench, type Section } from './lib.ts';
 import { reloadLatency } from './reload-latency.ts';
@@ -23,6 +24,7 @@ const { values } = parseArgs({
     json: { type: 'string' },
     only: { type: 'string' },
     ...FOOTPRINT_OPTIONS,
+    ...HEALTH_OPTIONS,
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -32,14 +34,15 @@ if (values.help) {
       '                     [-- --footprint-sizes 500,2000 --footprint-foreign N --footprint-idle-s S]\n' +
       '  Runs discovery-scale, steady-state, reload-latency and informer-scale on one real control plane, then\n' +
       '  footprint (the built daemon as users run it) on another (needs root).\n' +
-      '  --only: comma-separated subset of: main (the first four), footprint.\n' +
+      '                     [-- --health-sizes 500,2000 --health-passes N --health-strace-passes K]\n' +
+      '  --only: comma-separated subset of: main (the first four), footprint, health (the per-volume health check, own mounts).\n' +
       '  LSP_TESTPLANE_BINARY=path skips the control-plane build check.\n',
   );
   process.exit(0);
 }
 const volumes = Number(values.volumes);
-const only = new Set((values.only ?? 'main,footprint').split(',').map((x) => x.trim()));
-for (const x of only) if (x !== 'main' && x !== 'footprint') throw new Error(`--only: unknown benchmark ${JSON.stringify(x)} (main, footprint)`);
+const only = new Set((values.only ?? 'main,footprint,health').split(',').map((x) => x.trim()));
+for (const x of only) if (x !== 'main' && x !== 'footprint' && x !== 'health') throw new Error(`--only: unknown benchmark ${JSON.stringify(x)} (main, footprint, health)`);
 const t0 = performance.now();
 const sections: Section[] = [];
 const emit = (s: Section): void => {
@@ -63,6 +66,7 @@ if (only.has('main')) await withBench({ name: 'all' }, async (b) => {
   emit(await informerScale(b, { foreign: Number(values.foreign), volumes }));
 });
 if (only.has('footprint')) emit(await footprint(footprintArgs(values)));
+if (only.has('health')) emit(await healthCheckBench(healthArgs(values)));
 const totalS = (performance.now() - t0) / 1000;
 process.stdout.write(`\nTotal bench time: ${totalS.toFixed(0)} s (including control-plane start and cleanup).\n`);
 if (values.json !== undefined) {

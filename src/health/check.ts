@@ -227,8 +227,9 @@ class Pass implements HealthPass {
     }
     let now: PathKind;
     try {
-      const st = await stat(input.path, { bigint: true });
-      now = st.isBlockDevice() ? { kind: 'block', ...deviceNumbers(st.rdev) } : st.isDirectory() ? { kind: 'directory' } : { kind: 'other' };
+      // Plain (not bigint) stats: cheaper per volume; st_rdev (glibc encoding, < 2^44) is exact as a number.
+      const st = await stat(input.path);
+      now = st.isBlockDevice() ? { kind: 'block', ...deviceNumbers(BigInt(st.rdev)) } : st.isDirectory() ? { kind: 'directory' } : { kind: 'other' };
     } catch (e) {
       out.set('missing', `mount point ${where} cannot be read: ${describeFsError(e, 'short')}`);
       return;

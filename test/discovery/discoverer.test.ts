@@ -235,6 +235,27 @@ describe('Discoverer', () => {
     expect(kube.requests.length).toBe(before);
   });
 
+  it.skipIf(process.getuid?.() !== 0)('records the filesystem UUID of an ext4 mount (mount:uuid=<uuid>), from the pass\'s mount table (issue 19)', async () => {
+    const img = join(root, 'ext4.img');
+    execFileSync('truncate', ['-s', '16M', img]);
+    const dev = execFileSync('losetup', ['--find', '--show', img], { encoding: 'utf8' }).trim();
+    try {
+      execFileSync('mkfs.ext4', ['-q', '-F', dev]);
+      const uuid = execFileSync('blkid', ['-o', 'value', '-s', 'UUID', dev], { encoding: 'utf8' }).trim();
+      const { major, minor } = deviceNumbers((await stat(dev, { bigint: true })).rdev);
+      const [ext, tmp] = await dirs(join(root, 'sc1'), 'disk1', 'ram1');
+      // The table says the ext4 on that loop device is mounted at disk1 (the UUID comes from the device it names), a tmpfs at ram1.
+      await writeFile(mountinfo, `22 1 8:1 / / rw - ext4 /dev/sda1 rw\n100 22 ${major}:${minor} / ${ext} rw,relatime - ext4 ${dev} rw\n101 22 0:77 / ${tmp} rw - tmpfs tmpfs rw\n`);
+      const r = await discoverer(config({ sc1: cls('sc1') })).discover();
+      expect(r).toMatchObject({ errors: [], created: [generatePVName('disk1', 'test-node', 'sc1'), generatePVName('ram1', 'test-node', 'sc1')] });
+      const identity = (name: string): string | undefined => kube.object('persistentvolumes', generatePVName(name, 'test-node', 'sc1'))?.metadata?.annotations?.['local-static-provisioner/volume-identity'];
+      expect(identity('disk1')).toBe(`mount:uuid=${uuid}`);
+      expect(identity('ram1')).toBe('mount');
+    } finally {
+      execFileSync('losetup', ['-d', dev]);
+    }
+  });
+
   it('stats no directory entry, in the first pass or later ones; a symlink is still followed (issue 12)', async () => {
     const paths = await dirs(join(root, 'sc1'), 'mount1', 'mount2', 'mount3');
     // The target lies outside every volume (a link into mount1 would be refused: issue 17, 3b).

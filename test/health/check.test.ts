@@ -18,6 +18,16 @@ async function conditionsOf(input: HealthCheckInput, opts: Parameters<typeof cre
   return Object.fromEntries((await pass.check(input)).conditions);
 }
 
+/** The conditions of a volume once `done` holds for them, polling fresh passes for up to 60 s (the kernel acts asynchronously). */
+async function eventually(input: HealthCheckInput, done: (c: Partial<Record<HealthCondition, string>>) => boolean): Promise<Partial<Record<HealthCondition, string>>> {
+  let c = await conditionsOf(input);
+  for (const deadline = Date.now() + 60_000; !done(c) && Date.now() < deadline; ) {
+    await new Promise((r) => setTimeout(r, 50));
+    c = await conditionsOf(input);
+  }
+  return c;
+}
+
 const fsInput = (path: string, recordedIdentity?: string, fullThresholdPercent?: number): HealthCheckInput => ({ pvName: 'local-pv-1', path, mode: 'Filesystem', recordedIdentity, fullThresholdPercent });
 const blockInput = (path: string, recordedIdentity?: string): HealthCheckInput => ({ pvName: 'local-pv-b', path, mode: 'Block', recordedIdentity });
 
@@ -104,15 +114,11 @@ describe.skipIf(!isRoot())('health check on real mounts', () => {
     expect(await conditionsOf(fsInput(v))).toEqual({});
     writeFileSync(trigger, 'lsp health test\n');
     // The kernel writes the error into the superblock (which errors_count shows) from a work queue: poll for it.
-    let c = await conditionsOf(fsInput(v));
-    for (const deadline = Date.now() + 60_000; c['filesystem-errors'] === undefined && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 50));
-      c = await conditionsOf(fsInput(v));
-    }
+    const c = await eventually(fsInput(v), (x) => x['filesystem-errors'] !== undefined);
     expect(c['filesystem-errors']).toMatch(new RegExp(`^the ext4 filesystem on ${basename(dev)} \\(7:\\d+\\) at .* counted 1 errors, the first at \\d{4}-\\d\\d-\\d\\dT.*Z \\(errors_count\\)$`));
   });
 
-  it('Block PV on a loop device symlink: healthy; another device number recorded: replaced; set read-only: read-only; detached: missing; link gone: missing', async () => {
+  it('Block PV on a loop device symlink: healthy; another device number recorded: replaced; set read-only: read-only; detached: missing; link gone: missing', { timeout: 90_000 }, async () => {
     const dev = host.loopDevice(8, 'blk');
     const link = host.symlink(dev, 'blk-link');
     const identity = await discoveredIdentity(link, 'Block');
@@ -123,7 +129,8 @@ describe.skipIf(!isRoot())('health check on real mounts', () => {
     expect(await conditionsOf(blockInput(link, identity))).toEqual({ 'read-only': `block device ${basename(dev)} (${identity.slice('block:'.length)}) is read-only` });
     sh('blockdev', ['--setrw', dev]);
     sh('losetup', ['-d', dev]);
-    expect(await conditionsOf(blockInput(link, identity))).toEqual({
+    // A detach waits for the last opener to close the device (udev probes it after the ro change): wait for it.
+    expect(await eventually(blockInput(link, identity), (c) => c.missing !== undefined)).toEqual({
       missing: `block device ${basename(dev)} (${identity.slice('block:'.length)}) at ${JSON.stringify(link)} has no medium (size 0: a detached loop device or an ejected medium)`,
     });
     const dangling = host.symlink(host.path('no-such-dev'), 'dangling');
@@ -209,6 +216,19 @@ describe('health check on sysfs fixtures', () => {
     expect(await conditionsOf(blockInput(node, 'block:8:16'), { sysfsRoot: sys })).toEqual({ missing: `block device 8:16 at ${JSON.stringify(node)} is gone (not in sysfs)` });
     disk(sys, { ioerr: '0x2' });
     expect(await conditionsOf(blockInput(node, 'block:8:16'), { sysfsRoot: sys })).toEqual({ 'io-errors': 'block device sdb (8:16) counted 2 I/O errors (ioerr_cnt)' });
+  });
+
+  it('a pass reads each device\'s sysfs once (volumes share a disk): a counter raised mid-pass shows in the next pass only', async () => {
+    const sys = join(tmp, 'sys');
+    disk(sys);
+    const v = join(tmp, 'vol');
+    mkdirSync(v);
+    const checker = createHealthChecker({ sysfsRoot: sys, mountInfoPath: mountinfo(v) });
+    const pass = await checker.beginPass();
+    expect((await pass.check(fsInput(v))).conditions.size).toBe(0);
+    writeFileSync(join(sys, 'fs/ext4/sdb1/errors_count'), '5\n');
+    expect((await pass.check({ ...fsInput(v), pvName: 'local-pv-2' })).conditions.size).toBe(0);
+    expect([...(await (await checker.beginPass()).check(fsInput(v))).conditions.keys()]).toEqual(['filesystem-errors']);
   });
 
   it('an unreadable mount table: no throw, no condition, the reason reported; a check never throws', async () => {

@@ -8,7 +8,7 @@
 // reads that agree, agree late or never agree; without a script it reads the
 // real file.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { formatDev, makeDev, parseMountEntries, parseMountInfo, parseMountPropagation, readMountPoints, readMountPropagation, readMountTable } from '../../src/host/mountinfo.ts';
+import { formatDev, makeDev, parseMountDetails, parseMountEntries, parseMountInfo, parseMountPropagation, readMountDetails, readMountPoints, readMountPropagation, readMountTable } from '../../src/host/mountinfo.ts';
 
 const reads = vi.hoisted(() => ({ script: undefined as string[] | undefined, paths: [] as unknown[] }));
 
@@ -187,5 +187,22 @@ describe('onMalformed', () => {
     await expect(readMountPoints(path)).resolves.toEqual(new Set(['/a']));
     reads.paths = [];
     await expect(readMountPoints(path, {})).resolves.toEqual(new Set(['/a']));
+  });
+});
+
+describe('mount details (the health check)', () => {
+  it('per-mount options (field 6) and super options (after the source), with the propagation fields', () => {
+    const text = '90 22 8:17 / /mnt/a\\040b ro,nosuid,relatime shared:5 master:2 - ext4 /dev/sdb1 rw,errors=remount-ro\n';
+    expect(parseMountDetails(text)).toEqual([
+      { mountPoint: '/mnt/a b', fsType: 'ext4', tags: ['shared:5', 'master:2'], devno: '8:17', root: '/', source: '/dev/sdb1', mountOptions: ['ro', 'nosuid', 'relatime'], superOptions: ['rw', 'errors=remount-ro'] },
+    ]);
+    expect(parseMountDetails('garbage\n')).toEqual([]);
+  });
+
+  it('readMountDetails reads until two reads agree, like the others', async () => {
+    const line = '1 0 0:5 / /x rw - tmpfs t ro,size=4k\n';
+    reads.script = [line, line];
+    expect((await readMountDetails('/proc/self/mountinfo'))[0]?.superOptions).toEqual(['ro', 'size=4k']);
+    expect(reads.paths).toHaveLength(2);
   });
 });
