@@ -21,6 +21,7 @@ import {
 } from './decode.ts';
 import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
+import { readDeviceSelector } from './device-selector.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
 import { isDnsSubdomain, isLabelValue, isQualifiedName } from './names.ts';
 import { normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
@@ -70,6 +71,7 @@ export const CLASS_KEYS = [
   'fsType',
   'namePattern',
   'selector',
+  'deviceSelector',
 ] as const;
 
 export const ACCESS_MODES: readonly string[] = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'];
@@ -199,6 +201,8 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
 
   let selector: V1NodeSelectorTerm[] | undefined;
   if (fields.has('selector')) selector = readSelector(issues, field('selector'), joinPath(path, 'selector'));
+  const dsEntry = fields.get('deviceSelector');
+  const deviceSelector = dsEntry && readDeviceSelector(issues, dsEntry, joinPath(path, 'deviceSelector'), { volumeMode, fsType });
 
   if (issues.errors.length > errorsBefore) return undefined;
   const cls: Mutable<ClassConfig> = {
@@ -211,6 +215,7 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   if (accessMode !== undefined) cls.accessMode = accessMode;
   if (fsType !== undefined) cls.fsType = fsType;
   if (selector !== undefined && selector.length > 0) cls.selector = selector;
+  if (deviceSelector !== undefined) cls.deviceSelector = deviceSelector;
   return cls;
 }
 

@@ -23,6 +23,29 @@ export interface ClassConfig {
   readonly namePattern: string;
   /** Extra node selector terms, ORed with the hostname term. */
   readonly selector?: readonly V1NodeSelectorTerm[] | undefined;
+  /** Raw disks the daemon links into mountDir itself (issue 21; src/devices). Unset: only hand-made entries. */
+  readonly deviceSelector?: DeviceSelector | undefined;
+}
+
+/**
+ * Which whole disks of the node a class takes (issue 21). Every set filter must match; a matching disk is
+ * still linked only when it is blank and unused (src/devices/eligibility.ts).
+ */
+export interface DeviceSelector {
+  /** Go filepath.Match patterns of stable device names (absolute: /dev/disk/by-id/nvme-*, /dev/disk/by-path/...). */
+  readonly paths: readonly string[];
+  /** Smallest and largest size in bytes (inclusive; a number: exact up to 8 PiB, and the config hash needs JSON). */
+  readonly minSizeBytes?: number | undefined;
+  readonly maxSizeBytes?: number | undefined;
+  /** true: only rotating disks; false: only non-rotating; unset: both. */
+  readonly rotational?: boolean | undefined;
+  /** Go filepath.Match patterns of /sys/block/<d>/device/model and .../vendor (trimmed); unset: any. */
+  readonly models?: readonly string[] | undefined;
+  readonly vendors?: readonly string[] | undefined;
+  /** Most disks this class links on this node (links it already made count); unset: no limit. */
+  readonly maxCount?: number | undefined;
+  /** Tests only: loop devices may be selected (by their /dev/loopN name). Default false. */
+  readonly allowLoop: boolean;
 }
 
 /** The whole ConfigMap (the Go provisioner's ProvisionerConfiguration). */
