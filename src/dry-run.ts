@@ -10,6 +10,8 @@ import { PVCache, pvOnThisNode } from './volume/pv-cache.ts';
 import { loadConfig } from './config/load.ts';
 import { formatConfigError } from './controller/supervisor.ts';
 import { Discoverer } from './discovery/discoverer.ts';
+import { DeviceLinker } from './devices/linker.ts';
+import { DeviceLinkStore } from './devices/link-store.ts';
 import { pvNodeLabels } from './volume/pv-node-label.ts';
 import { provisionerName } from './volume/naming.ts';
 import { LABEL_HOSTNAME } from './volume/pv-spec.ts';
@@ -154,6 +156,8 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
     cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
     extraLabels: pvNodeLabels(opts.pvNodeLabel, opts.nodeName),
   });
+  // deviceSelector classes: what the linker would do with every block device (it links nothing here).
+  const devices = await new DeviceLinker(env, { pvs: pvCache, store: DeviceLinkStore.inMemory(opts.nodeName), dryRun: true }).sync();
   const result = await discoverer.discover();
   pvCache.close();
 
@@ -162,6 +166,10 @@ export async function runDryRun(opts: Options, logger: Logger, out: (s: string) 
     `# ${created.length} PersistentVolume(s) would be created; nothing was written to any cluster.`,
     ...view.assumptions.map((a) => `# assumed: ${a}`),
     ...[...result.errors, ...result.warnings].map((p) => `# skipped: ${p}`),
+    ...devices.flatMap((c) => [
+      `# raw disks for storage class ${c.className || '(all)'} (deviceSelector): ${c.lines.length} block device(s) seen`,
+      ...c.lines.map((l) => `#   ${l.device}: ${l.action === 'link' ? 'would link' : l.action === 'unlink' ? 'would unlink' : l.action}: ${l.detail}`),
+    ]),
   ];
   out(`${header.join('\n')}\n`);
   for (const pv of created) out(`---\n${stringify({ apiVersion: 'v1', kind: 'PersistentVolume', ...pv })}`);

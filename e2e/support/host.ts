@@ -52,6 +52,14 @@ export class HostFixtures {
     return dev;
   }
 
+  /** Mounts block device `device` (its filesystem) at root/<parts> (created if needed); unmounted by cleanup(). */
+  mountDevice(device: string, ...parts: string[]): string {
+    const p = this.mkdir(...parts);
+    sh('mount', [device, p]);
+    this.#mounts.push(p);
+    return p;
+  }
+
   symlink(target: string, ...parts: string[]): string {
     const p = this.path(...parts);
     symlinkSync(target, p);

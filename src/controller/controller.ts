@@ -1,7 +1,7 @@
 // One local controller generation: everything that depends on the config.
 // startController() builds the discoverer, the deleter and the job controller
 // (with a fresh work queue) for one config, then runs the sync loop:
-//   deleter pass -> discovery pass -> taint check -> sleep(discovery period)
+//   deleter pass -> device links (deviceSelector classes) -> discovery pass -> taint check -> sleep(discovery period)
 // The sleep is cut short when a PV of ours changes phase or a cleanup Job
 // finishes, so a Released PV is handled at once instead of up to 10 s later.
 // stop() ends the loop at a safe point (between volumes), stops the job
@@ -20,6 +20,8 @@ import type { ClassMemory } from '../deleter/class-memory.ts';
 import type { CleanerRegistry } from '../deleter/orphans.ts';
 import type { ProcTable } from '../deleter/proctable.ts';
 import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
+import { DeviceLinker } from '../devices/linker.ts';
+import { DeviceLinkStore } from '../devices/link-store.ts';
 import { provisionerName } from '../volume/naming.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -74,6 +76,8 @@ export interface ProcessContext {
    * Released PVs of a class removed from the config are cleaned with them.
    */
   readonly classMemory?: ClassMemory | undefined;
+  /** The links made for deviceSelector classes (issue 21), kept in the state dir; in memory when undefined. */
+  readonly deviceLinks?: DeviceLinkStore | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
   readonly shutdown: AbortSignal;
 }
@@ -220,6 +224,12 @@ export async function startController(
     extraLabels: pc.extraPVLabels,
   });
 
+  const linker = new DeviceLinker(env, {
+    pvs: pvCache,
+    store: pc.deviceLinks ?? DeviceLinkStore.inMemory(nodeName, log),
+    cleaning: (pv) => tracker.inProgress(pv),
+  });
+
   log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');
   const loop = (async () => {
     while (!abort.signal.aborted) {
@@ -235,6 +245,9 @@ export async function startController(
       } catch (err) {
         log.error({ err }, 'deleter pass failed');
       }
+      if (abort.signal.aborted) break;
+      // Raw disks of deviceSelector classes are linked (or unlinked) before discovery looks at the dirs.
+      await linker.sync();
       if (abort.signal.aborted) break;
       try {
         const r = await discoverer.discover();
