@@ -1,7 +1,7 @@
 // Issue 3 end to end: the real daemon (node src/main.ts) against the real
 // control plane, on real tmpfs mounts and a real loop device, as the
 // restricted provisioner identity.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CoreV1Event, V1PersistentVolume } from '@kubernetes/client-node';
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { keepLogs, startDaemon } from './support/cleanup.ts';
+import { holdExclusively, keepLogs, startDaemon } from './support/cleanup.ts';
 import { createLocalStorageClass, pvsOfNode, waitPV } from './support/hot-reload.ts';
 import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
@@ -214,13 +214,7 @@ describe.skipIf(!isRoot())('discovery refuses devices in use and entries inside 
     devs['victim'] = host.loopDevice(20, 'victim');
     host.symlink(devs['victim'], 'a', 'vol1', 'sub', 'evil');
     // Another process holds `held` open with O_EXCL (as mkfs, a VM or a database on the raw device does).
-    const script = `const fs = require('node:fs'); fs.openSync(${JSON.stringify(devs['held'])}, fs.constants.O_RDONLY | fs.constants.O_EXCL); process.stdout.write('held\\n'); setInterval(() => {}, 1 << 30);`;
-    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    holder = child;
-    await new Promise<void>((resolve, reject) => {
-      child.stdout?.on('data', (b: Buffer) => (b.toString().includes('held') ? resolve() : undefined));
-      child.on('exit', (code) => reject(new Error(`the O_EXCL holder exited with ${code}`)));
-    });
+    holder = await holdExclusively(devs['held']);
 
     prov = await startDaemon(host, {
       nodeName: node,

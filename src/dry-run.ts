@@ -14,6 +14,8 @@ import { createHealthChecker } from './health/check.ts';
 import { checkPVs, describeConditions, type CheckedPV } from './health/monitor.ts';
 import type { HealthChecker } from './health/types.ts';
 import { DEFAULT_VOLUME_HEALTH } from './config/types.ts';
+import { DeviceLinker } from './devices/linker.ts';
+import { DeviceLinkStore } from './devices/link-store.ts';
 import { pvNodeLabels } from './volume/pv-node-label.ts';
 import { provisionerName } from './volume/naming.ts';
 import { LABEL_HOSTNAME } from './volume/pv-spec.ts';
@@ -174,6 +176,8 @@ export async function runDryRun(
     cleanupTracker: { inProgress: () => false, removeStatus: () => undefined },
     extraLabels: pvNodeLabels(opts.pvNodeLabel, opts.nodeName),
   });
+  // deviceSelector classes: what the linker would do with every block device (it links nothing here).
+  const devices = await new DeviceLinker(env, { pvs: pvCache, store: DeviceLinkStore.inMemory(opts.nodeName), dryRun: true }).sync();
   const result = await discoverer.discover();
   pvCache.close();
   const health = config.volumeHealth ?? DEFAULT_VOLUME_HEALTH;
@@ -187,6 +191,10 @@ export async function runDryRun(
     ...view.assumptions.map((a) => `# assumed: ${a}`),
     ...[...result.errors, ...result.warnings].map((p) => `# skipped: ${p}`),
     ...healthReport,
+    ...devices.flatMap((c) => [
+      `# raw disks for storage class ${c.className || '(all)'} (deviceSelector): ${c.lines.length} block device(s) seen`,
+      ...c.lines.map((l) => `#   ${l.device}: ${l.action === 'link' ? 'would link' : l.action === 'unlink' ? 'would unlink' : l.action}: ${l.detail}`),
+    ]),
   ];
   out(`${header.join('\n')}\n`);
   for (const pv of created) out(`---\n${stringify({ apiVersion: 'v1', kind: 'PersistentVolume', ...pv })}`);

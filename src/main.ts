@@ -12,6 +12,7 @@ import { Supervisor } from './controller/supervisor.ts';
 import { DEFAULT_RETRY_BACKOFF } from './deleter/deleter.ts';
 import { DEFAULT_JOB_FAILURE_BACKOFF, JobPresence } from './deleter/jobcontroller.ts';
 import { ClassMemory } from './deleter/class-memory.ts';
+import { DeviceLinkStore } from './devices/link-store.ts';
 import { CleanerRegistry } from './deleter/orphans.ts';
 import { ProcTable } from './deleter/proctable.ts';
 import { runDryRun } from './dry-run.ts';
@@ -77,6 +78,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
   const reaped = cleanerRegistry?.reapOrphans() ?? 0;
   if (reaped > 0) logger.warn({ reaped }, 'stopped block cleaners left running by a previous daemon');
   const classMemory = ClassMemory.open(opts.stateDir, opts.nodeName, { logger });
+  const deviceLinks = DeviceLinkStore.open(opts.stateDir, opts.nodeName, logger);
   const procTable = new ProcTable();
   metrics.registerProcTable(() => procTable.stats());
 
@@ -139,6 +141,7 @@ export async function run(opts: Options, logger: Logger): Promise<() => Promise<
     cleanerRegistry,
     classMemory,
     healthLedger: new HealthLedger(),
+    deviceLinks,
   };
   const supervisor = new Supervisor({
     start: (config, ctx) => startController(pc, config, ctx),

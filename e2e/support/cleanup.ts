@@ -5,7 +5,7 @@
 // pod re-creation backoff), process lookups (pgrep, zombies), block-device
 // reads/writes and shell-script fixtures; startDaemon, the provisioner start-up
 // fixture (config files in the host fixture, a free port, 1 s periods) most e2e files share.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CoreV1Event, type StorageV1Api, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
@@ -159,6 +159,17 @@ export function killGroups(pids: readonly number[]): void {
       }
     }
   }
+}
+
+/** Starts a process that holds `device` open with O_EXCL (as mkfs, a VM or a database on the raw device does); resolves once it does. */
+export async function holdExclusively(device: string): Promise<ChildProcess> {
+  const script = `const fs = require('node:fs'); fs.openSync(${JSON.stringify(device)}, fs.constants.O_RDONLY | fs.constants.O_EXCL); process.stdout.write('held\\n'); setInterval(() => {}, 1 << 30);`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (b: Buffer) => (b.toString().includes('held') ? resolve() : undefined));
+    child.on('exit', (code) => reject(new Error(`the O_EXCL holder exited with ${code}`)));
+  });
+  return child;
 }
 
 /** Writes `data` at `offset` of a block device (or file), synchronously and flushed. */

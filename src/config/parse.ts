@@ -21,6 +21,7 @@ import {
 } from './decode.ts';
 import { describe, parseGoYaml } from './goyaml.ts';
 import type { GoValue, MapEntry } from './goyaml.ts';
+import { readDeviceSelector } from './device-selector.ts';
 import { readSelector, readTolerations } from './kube-fields.ts';
 import { isDnsSubdomain, isLabelValue, isQualifiedName } from './names.ts';
 import { normalizeDir, quoteForDisplay, systemDirProblem, unprintableCharacter } from './paths.ts';
@@ -74,6 +75,7 @@ export const CLASS_KEYS = [
   'namePattern',
   'selector',
   'healthPolicy',
+  'deviceSelector',
 ] as const;
 
 export const VOLUME_HEALTH_KEYS = ['enabled', 'annotatePVs', 'fullThresholdPercent'] as const;
@@ -207,6 +209,8 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   let selector: V1NodeSelectorTerm[] | undefined;
   if (fields.has('selector')) selector = readSelector(issues, field('selector'), joinPath(path, 'selector'));
   const healthPolicy = fields.has('healthPolicy') ? readHealthPolicy(issues, field('healthPolicy'), joinPath(path, 'healthPolicy')) : undefined;
+  const dsEntry = fields.get('deviceSelector');
+  const deviceSelector = dsEntry && readDeviceSelector(issues, dsEntry, joinPath(path, 'deviceSelector'), { volumeMode, fsType });
 
   if (issues.errors.length > errorsBefore) return undefined;
   const cls: Mutable<ClassConfig> = {
@@ -220,6 +224,7 @@ function readClass(issues: Issues, name: string, entry: MapEntry): ClassConfig |
   if (fsType !== undefined) cls.fsType = fsType;
   if (selector !== undefined && selector.length > 0) cls.selector = selector;
   if (healthPolicy !== undefined) cls.healthPolicy = healthPolicy;
+  if (deviceSelector !== undefined) cls.deviceSelector = deviceSelector;
   return cls;
 }
 

@@ -25,6 +25,8 @@ export interface ClassConfig {
   readonly selector?: readonly V1NodeSelectorTerm[] | undefined;
   /** `healthPolicy` (issue 19); undefined: every action off (DEFAULT_HEALTH_POLICY). */
   readonly healthPolicy?: HealthPolicy | undefined;
+  /** Raw disks the daemon links into mountDir itself (issue 21; src/devices). Unset: only hand-made entries. */
+  readonly deviceSelector?: DeviceSelector | undefined;
 }
 
 /** Per class `healthPolicy`: what the health monitor may do about an unhealthy volume of the class. */
@@ -32,6 +34,27 @@ export interface HealthPolicy {
   /** Delete an Available PV whose volume has been `missing` longer than gracePeriodMs (never a Bound or Released one). */
   readonly deleteMissingAvailable: boolean;
   readonly gracePeriodMs: number;
+}
+
+/**
+ * Which whole disks of the node a class takes (issue 21). Every set filter must match; a matching disk is
+ * still linked only when it is blank and unused (src/devices/eligibility.ts).
+ */
+export interface DeviceSelector {
+  /** Go filepath.Match patterns of stable device names (absolute: /dev/disk/by-id/nvme-*, /dev/disk/by-path/...). */
+  readonly paths: readonly string[];
+  /** Smallest and largest size in bytes (inclusive; a number: exact up to 8 PiB, and the config hash needs JSON). */
+  readonly minSizeBytes?: number | undefined;
+  readonly maxSizeBytes?: number | undefined;
+  /** true: only rotating disks; false: only non-rotating; unset: both. */
+  readonly rotational?: boolean | undefined;
+  /** Go filepath.Match patterns of /sys/block/<d>/device/model and .../vendor (trimmed); unset: any. */
+  readonly models?: readonly string[] | undefined;
+  readonly vendors?: readonly string[] | undefined;
+  /** Most disks this class links on this node (links it already made count); unset: no limit. */
+  readonly maxCount?: number | undefined;
+  /** Tests only: loop devices may be selected (by their /dev/loopN name). Default false. */
+  readonly allowLoop: boolean;
 }
 
 /** Top-level `volumeHealth` (issue 19). */

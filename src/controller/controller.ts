@@ -1,7 +1,7 @@
 // One local controller generation: everything that depends on the config.
 // startController() builds the discoverer, the deleter and the job controller
 // (with a fresh work queue) for one config, then runs the sync loop:
-//   deleter pass -> discovery pass -> taint check -> sleep(discovery period)
+//   deleter pass -> device links (deviceSelector classes) -> discovery pass -> taint check -> sleep(discovery period)
 // The sleep is cut short when a PV of ours changes phase or a cleanup Job
 // finishes, so a Released PV is handled at once instead of up to 10 s later.
 // stop() ends the loop at a safe point (between volumes), stops the job
@@ -23,6 +23,8 @@ import { Discoverer, type CleanupTracker } from '../discovery/discoverer.ts';
 import { createHealthChecker } from '../health/check.ts';
 import { HealthLedger, HealthMonitor } from '../health/monitor.ts';
 import type { HealthChecker } from '../health/types.ts';
+import { DeviceLinker } from '../devices/linker.ts';
+import { DeviceLinkStore } from '../devices/link-store.ts';
 import { provisionerName } from '../volume/naming.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
@@ -77,6 +79,8 @@ export interface ProcessContext {
    * Released PVs of a class removed from the config are cleaned with them.
    */
   readonly classMemory?: ClassMemory | undefined;
+  /** The links made for deviceSelector classes (issue 21), kept in the state dir; in memory when undefined. */
+  readonly deviceLinks?: DeviceLinkStore | undefined;
   /** Aborted at process shutdown: kills running in-process cleaners. */
   readonly shutdown: AbortSignal;
   /** Volume health state of every PV (issue 19), so a reload neither repeats Events nor restarts grace periods. */
@@ -232,6 +236,11 @@ export async function startController(
     pvs: pvCache,
     ledger: pc.healthLedger ?? new HealthLedger(),
   });
+  const linker = new DeviceLinker(env, {
+    pvs: pvCache,
+    store: pc.deviceLinks ?? DeviceLinkStore.inMemory(nodeName, log),
+    cleaning: (pv) => tracker.inProgress(pv),
+  });
 
   log.info({ provisioner: name, classes: Object.keys(config.storageClassMap) }, 'Controller started');
   const loop = (async () => {
@@ -248,6 +257,9 @@ export async function startController(
       } catch (err) {
         log.error({ err }, 'deleter pass failed');
       }
+      if (abort.signal.aborted) break;
+      // Raw disks of deviceSelector classes are linked (or unlinked) before discovery looks at the dirs.
+      await linker.sync();
       if (abort.signal.aborted) break;
       try {
         const r = await discoverer.discover();

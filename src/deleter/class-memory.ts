@@ -226,31 +226,39 @@ export class ClassMemory {
   #save(): void {
     const file = this.#file;
     if (file === undefined) return;
-    const tmp = `${file}.${process.pid}.tmp`; // per process: two daemons sharing a state dir never write one temporary file
     try {
-      rmSync(tmp, { force: true });
-      const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-      try {
-        writeSync(fd, serializeClassState(this.#node, { configured: [...this.#configured], classes: this.#classes }));
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(tmp, file);
-      const dfd = openSync(join(file, '..'), constants.O_RDONLY | constants.O_DIRECTORY);
-      try {
-        fsyncSync(dfd);
-      } finally {
-        closeSync(dfd);
-      }
+      writePrivateFileAtomic(file, serializeClassState(this.#node, { configured: [...this.#configured], classes: this.#classes }));
     } catch (err) {
       this.#log?.warn({ err, file }, `cannot write ${JSON.stringify(file)}; the settings of removed storage classes may be lost at the next restart`);
     }
   }
 }
 
+/**
+ * Writes a state-dir file atomically (temporary file of this process, mode 0600, fsync, rename, fsync of the
+ * directory). Also the device links' record (src/devices/link-store.ts).
+ */
+export function writePrivateFileAtomic(file: string, text: string): void {
+  const tmp = `${file}.${process.pid}.tmp`; // per process: two daemons sharing a state dir never write one temporary file
+  rmSync(tmp, { force: true });
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  const dfd = openSync(join(file, '..'), constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(dfd);
+  } finally {
+    closeSync(dfd);
+  }
+}
+
 /** A regular file of ours, not writable by group/others, no symlink, never a fifo or device, at most `max` bytes. */
-function readPrivateFile(file: string, max: number): string {
+export function readPrivateFile(file: string, max: number): string {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
     const st = fstatSync(fd);

@@ -152,7 +152,8 @@ interface SysDev {
   readonly dir: string;
 }
 
-async function exists(path: string): Promise<boolean> {
+/** Whether `path` exists (symlinks followed); any error counts as no. */
+export async function exists(path: string): Promise<boolean> {
   try {
     await stat(path);
     return true;

@@ -11,6 +11,12 @@ export const REASON_DISCOVERY_FAILED = 'DiscoveryFailed';
 export const REASON_DISCOVERY_REFUSED = 'VolumeDiscoveryRefused';
 /** A block device that is mounted, held, swap, the device of / or the kubelet root, opened O_EXCL, or 0 bytes (issue 17, 4). */
 export const REASON_BLOCK_IN_USE = 'BlockDeviceInUse';
+/** A disk matching a class's deviceSelector that is not blank, is in use or is not a whole disk (issue 21): not linked. */
+export const REASON_DEVICE_REFUSED = 'RawDeviceRefused';
+/** A disk linked into a deviceSelector class's directory (issue 21). */
+export const REASON_DEVICE_LINKED = 'RawDeviceLinked';
+/** A link the daemon made for a deviceSelector class, removed: it no longer matches and no PV uses it (issue 21). */
+export const REASON_DEVICE_UNLINKED = 'RawDeviceUnlinked';
 /** The PV name of a volume is taken by a PV this node does not see (labelled for another node) or did not make. */
 export const REASON_PV_NAME_TAKEN = 'PVNameTaken';
 
@@ -54,6 +60,9 @@ export const EVENT_REASONS: readonly string[] = [
   REASON_DISCOVERY_REFUSED,
   REASON_BLOCK_IN_USE,
   REASON_PV_NAME_TAKEN,
+  REASON_DEVICE_REFUSED,
+  REASON_DEVICE_LINKED,
+  REASON_DEVICE_UNLINKED,
   REASON_FAILED_DELETE,
   REASON_DELETE,
   REASON_UNSUPPORTED_POLICY,
