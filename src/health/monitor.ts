@@ -75,6 +75,9 @@ export interface CheckedPV {
  * Checks the PVs that can be located (volumeLocation) in one pass of the checker: Available, Bound
  * and Released PVs not being deleted. Also used by --dry-run.
  */
+/** How many volumes one pass checks at the same time. */
+const CHECKS_IN_FLIGHT = 64;
+
 export async function checkPVs(
   checker: HealthChecker,
   pvs: readonly V1PersistentVolume[],
@@ -84,19 +87,28 @@ export async function checkPVs(
   const wanted = pvs.filter((pv) => pv.metadata?.deletionTimestamp === undefined && CHECKED_PHASES.has(pv.status?.phase ?? ''));
   if (wanted.length === 0) return [];
   const pass = await checker.beginPass();
-  const out: CheckedPV[] = [];
-  for (const pv of wanted) {
+  const located = wanted.flatMap((pv) => {
     const loc = volumeLocation(pv, lookupClass);
-    if (loc === undefined) continue;
-    const health = await pass.check({
-      pvName: pv.metadata?.name ?? '',
-      path: loc.path,
-      mode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem',
-      recordedIdentity: recordedIdentity(pv),
-      fullThresholdPercent: settings.fullThresholdPercent,
-    });
-    out.push({ pv, className: loc.className, cls: loc.cls, health });
-  }
+    return loc === undefined ? [] : [{ pv, loc }];
+  });
+  // Up to CHECKS_IN_FLIGHT checks at a time: at 2,000 volumes a pass costs about half the CPU of one
+  // check after the other (bench/health-check.ts, docs/performance.md §10); results keep the PVs' order.
+  const out: CheckedPV[] = new Array<CheckedPV>(located.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < located.length; i = next++) {
+      const { pv, loc } = located[i]!;
+      const health = await pass.check({
+        pvName: pv.metadata?.name ?? '',
+        path: loc.path,
+        mode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem',
+        recordedIdentity: recordedIdentity(pv),
+        fullThresholdPercent: settings.fullThresholdPercent,
+      });
+      out[i] = { pv, className: loc.className, cls: loc.cls, health };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CHECKS_IN_FLIGHT, located.length) }, worker));
   return out;
 }
 
