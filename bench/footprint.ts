@@ -103,13 +103,16 @@ export function imageCommand(): { nodeArgs: string[]; env: Record<string, string
   return { nodeArgs, env };
 }
 
-/** The provisioner container's args in deployment/kubernetes/daemonset.yaml, without --listen-address. */
+/**
+ * The provisioner container's args in deployment/kubernetes/daemonset.yaml, without --listen-address and
+ * --state-dir (a host path: the bench gives each daemon a state dir of its own, see spawnAsUsers).
+ */
 export function daemonSetArgs(): string[] {
   const ds = parseYaml(readFileSync(join(repoRoot, 'deployment', 'kubernetes', 'daemonset.yaml'), 'utf8')) as {
     spec: { template: { spec: { containers: Array<{ name: string; args?: string[] }> } } };
   };
   const c = ds.spec.template.spec.containers.find((x) => x.name === 'provisioner');
-  return (c?.args ?? []).filter((a) => !a.startsWith('--listen-address'));
+  return (c?.args ?? []).filter((a) => !a.startsWith('--listen-address') && !a.startsWith('--state-dir'));
 }
 
 /** Where the memory is, after the idle period: /proc/<pid>/status and the daemon's own /metrics. */
@@ -257,7 +260,8 @@ function spawnAsUsers(b: Bench, build: Build, tag: string, jsonLogs = false): Pr
     script: build.main,
     nodeArgs: [...nodeArgs, ...extraNodeArgs],
     env: { ...env, ...(jsonLogs ? {} : { LOG_FORMAT: '' }), ...(build.cache === 'off' ? { NODE_DISABLE_COMPILE_CACHE: '1' } : {}) },
-    args: daemonSetArgs(),
+    // In the bench's temp dir (removed at the end), not the DaemonSet's host path.
+    args: [...daemonSetArgs(), `--state-dir=${b.host.path('state')}`],
     logLevel: null,
   });
 }
