@@ -476,7 +476,7 @@ export function footprintMarkdown(o: {
   const names = o.builds.map((b) => b.name);
   return [
     `Daemon as users run it: \`${o.cmd}\`, default QPS/burst (20/40), default log level and format, one class, tmpfs mounts (size=1m).`,
-    `Builds: ${o.builds.map((b) => `${b.name} = \`${b.main}\` (compile cache ${b.cache})`).join('; ')}.`,
+    `Builds: ${o.builds.map((b) => `${b.name} = \`${b.main}\` (${existsSync(join(dirname(b.main), 'warm-compile-cache.js')) ? `compile cache ${b.cache}` : 'no compile cache in this build'})`).join('; ')}.`,
     'Go column: the Go provisioner as issue 20 measured it on this machine kind (fixed reference numbers, not re-measured); ×Go is ours over Go, midpoints of the ranges.',
     'CPU is utime+stime from /proc/<pid>/stat (start-up included); first/Nth PV are stamped by an admin watch. Ranges are min–max over the runs.',
     '',
