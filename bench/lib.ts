@@ -555,7 +555,7 @@ export async function deleteOwnPVs(b: Bench, timeoutMs = 120_000): Promise<numbe
 /** Waits until the daemon's generation `gen` has logged its start; returns that line. */
 export function waitControllerStarted(d: Daemon, gen = 1, timeoutMs = 120_000): Promise<LogLine> {
   return d.logs.waitFor(
-    (l) => typeof l.msg === 'string' && l.msg.startsWith('configuration ') && l.msg.includes('local controller') && l['generation'] === gen,
+    (l) => typeof l.msg === 'string' && l.msg.startsWith('configuration ') && l.msg.includes('local controller') && (l['controllerGeneration'] ?? l['generation']) === gen,
     `generation ${gen} started`,
     timeoutMs,
     25,

@@ -32,6 +32,8 @@ if (values.help) {
   process.stdout.write(
     'usage: npm run bench [-- --only LIST --volumes N --foreign N --swaps N --loops N --poll-ms N --json FILE]\n' +
       '                     [-- --footprint-sizes 500,2000 --footprint-foreign N --footprint-idle-s S]\n' +
+      '                     [-- --footprint-bundle NAME=PATH/dist/main.js[,cache=warm|cold|off] ... --footprint-repeat N]\n' +
+      '                     [-- --footprint-real-node]\n' +
       '  Runs discovery-scale, steady-state, reload-latency and informer-scale on one real control plane, then\n' +
       '  footprint (the built daemon as users run it) on another (needs root).\n' +
       '                     [-- --health-sizes 500,2000 --health-passes N --health-strace-passes K]\n' +

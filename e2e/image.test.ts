@@ -92,6 +92,16 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     expect((await run(['node', '/app/dist/node-cleanup/main.js', '--version'])).trim()).toBe(`local-volume-node-cleanup ${pkg.version}`);
   });
 
+  it("both entry points start from the V8 code cache the image ships in /app/dist/.compile-cache (issue 20)", async () => {
+    const entry = config.Entrypoint ?? [];
+    const accepted = async (argv: readonly string[]): Promise<string[]> => {
+      const out = await sh(`NODE_DEBUG_NATIVE=COMPILE_CACHE ${argv.map((a) => `'${a}'`).join(' ')} --version 2>&1`);
+      return [...out.matchAll(/V8 code cache for ESM file:\/\/\/app\/dist\/(\S+?\.js) was accepted/g)].map((m) => (m[1] ?? '').replace(/chunk-\w+/, 'chunk')).sort();
+    };
+    expect(await accepted(entry)).toEqual(['chunk.js', 'provisioner.js']);
+    expect(await accepted(['node', '/app/dist/node-cleanup/main.js'])).toEqual(['chunk.js', 'node-cleanup/node-cleanup.js']);
+  });
+
   it('the node-cleanup Deployment (kustomize component and Helm chart) runs its entry point under tini', async () => {
     const manifest = parse(await readFile(join(repoRoot, 'deployment/kubernetes/components/node-cleanup/deployment.yaml'), 'utf8')) as {
       spec: { template: { spec: { containers: { command: string[] }[] } } };

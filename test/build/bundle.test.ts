@@ -52,6 +52,56 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     }
   }, 120_000);
 
+  // Issue 20, point 2: the shims turn on Node's compile cache (V8 code cache of the bundles) in dist/.compile-cache.
+  describe('the compile cache', () => {
+    const cache = (): string => join(out, '.compile-cache');
+    /** Runs an entry point with the compile cache's debug log; env without NODE_COMPILE_CACHE / NODE_DISABLE_COMPILE_CACHE. */
+    const start = (entry: string): { status: number | null; stdout: string; stderr: string } =>
+      spawnSync(process.execPath, [join(out, entry), '--version'], {
+        cwd: repo,
+        encoding: 'utf8',
+        env: { PATH: process.env['PATH'] ?? '', NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
+      });
+    const accepted = (stderr: string): string[] => [...stderr.matchAll(/V8 code cache for ESM file:\/\/\S+\/([\w.-]+\.js) was accepted/g)].map((m) => m[1]!);
+    const chunk = (): string => readdirSync(out).find((f) => /^chunk-\w+\.js$/.test(f))!;
+
+    it('main.js writes the cache on its first start and reads it on the next', () => {
+      rmSync(cache(), { recursive: true, force: true });
+      const first = start('main.js');
+      expect(first.status).toBe(0);
+      expect(first.stdout).toMatch(/^local-volume-provisioner /);
+      expect(accepted(first.stderr)).toEqual([]);
+      const files = readdirSync(cache(), { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+      expect(files.length).toBeGreaterThanOrEqual(2);
+      const second = start('main.js');
+      expect(second.status).toBe(0);
+      expect(accepted(second.stderr).sort()).toEqual([chunk(), 'provisioner.js'].sort());
+    }, 60_000);
+
+    it('warm-compile-cache.js (the Dockerfile runs it) fills the cache both entry points read on their first start', () => {
+      rmSync(cache(), { recursive: true, force: true });
+      execFileSync(process.execPath, [join(out, 'warm-compile-cache.js')], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
+      expect(accepted(start('main.js').stderr).sort()).toEqual([chunk(), 'provisioner.js'].sort());
+      expect(accepted(start('node-cleanup/main.js').stderr).sort()).toEqual([chunk(), 'node-cleanup.js'].sort());
+      expect(readFileSync(join(repo, 'Dockerfile'), 'utf8')).toMatch(/ENV [^\n]*NODE_OPTIONS=[^\n]*\n(?:#[^\n]*\n)*RUN node \/app\/dist\/warm-compile-cache\.js\n/);
+    }, 60_000);
+
+    it('a cache directory that cannot be created costs the cache, not the start', () => {
+      rmSync(cache(), { recursive: true, force: true });
+      writeFileSync(cache(), 'not a directory\n'); // mkdir fails (ENOTDIR), for root too
+      try {
+        for (const entry of ['main.js', 'node-cleanup/main.js']) {
+          const r = start(entry);
+          expect(r.status, r.stderr).toBe(0);
+          expect(r.stdout).toMatch(/^local-volume-(provisioner|node-cleanup) \d/);
+          expect(accepted(r.stderr)).toEqual([]);
+        }
+      } finally {
+        rmSync(cache(), { force: true });
+      }
+    }, 60_000);
+  });
+
   it("logs klog's header with the caller's file:line from the bundle too (issue 18, point 0)", () => {
     const cfg = join(out, 'cfg');
     mkdirSync(cfg);
