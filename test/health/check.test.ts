@@ -100,9 +100,12 @@ describe.skipIf(!isRoot())('health check on real mounts', () => {
     sh('mount', ['-o', 'remount,rw', v]);
     expect(await conditionsOf(fsInput(v))).toEqual({});
     sh('blockdev', ['--setro', dev]);
-    const name = basename(dev);
-    expect((await conditionsOf(fsInput(v)))['read-only']).toMatch(new RegExp(`^block device ${name} \\(7:\\d+\\) beneath .* is read-only$`));
-    sh('blockdev', ['--setrw', dev]);
+    try {
+      const name = basename(dev);
+      expect((await conditionsOf(fsInput(v)))['read-only']).toMatch(new RegExp(`^block device ${name} \\(7:\\d+\\) beneath .* is read-only$`));
+    } finally {
+      sh('blockdev', ['--setrw', dev]); // the flag outlives the loop device's detach: never leave it to the next user
+    }
   });
 
   it.skipIf(!existsSync('/sys/fs/ext4/features'))('ext4 errors counted by the kernel (trigger_fs_error): filesystem-errors with the first error time', { timeout: 90_000 }, async (ctx) => {
@@ -126,8 +129,11 @@ describe.skipIf(!isRoot())('health check on real mounts', () => {
     expect(await conditionsOf(blockInput(link, identity))).toEqual({});
     expect((await conditionsOf(blockInput(link, 'block:7:99999'))).replaced).toMatch(/^it was discovered as "block:7:99999" but .* now resolves to block device 7:\d+$/);
     sh('blockdev', ['--setro', dev]);
-    expect(await conditionsOf(blockInput(link, identity))).toEqual({ 'read-only': `block device ${basename(dev)} (${identity.slice('block:'.length)}) is read-only` });
-    sh('blockdev', ['--setrw', dev]);
+    try {
+      expect(await conditionsOf(blockInput(link, identity))).toEqual({ 'read-only': `block device ${basename(dev)} (${identity.slice('block:'.length)}) is read-only` });
+    } finally {
+      sh('blockdev', ['--setrw', dev]);
+    }
     sh('losetup', ['-d', dev]);
     // A detach waits for the last opener to close the device (udev probes it after the ro change): wait for it.
     expect(await eventually(blockInput(link, identity), (c) => c.missing !== undefined)).toEqual({
