@@ -63,6 +63,14 @@ export class DiscoveryRoot {
     symlinkSync(dev, join(this.root, cls, name));
     return dev;
   }
+  /** A blank loop device of `sizeMiB` (sparse file in a temp dir), linked nowhere; detached by cleanup(). */
+  bareDevice(name: string, sizeMiB: number): string {
+    const file = join(this.#backing, `${name}.img`);
+    sh('truncate', ['-s', `${sizeMiB}M`, file]);
+    const dev = sh('losetup', ['--find', '--show', file]).trim();
+    this.#loops.push(dev);
+    return dev;
+  }
   /** A tmpfs at root/<cls> itself, as one disk under the class's volumes (made after it with volume()); resolves with its path. */
   classDisk(cls: string): string {
     const p = join(this.root, cls);
