@@ -33,7 +33,7 @@
 //   above it, the Use% of df.
 import { readFile, stat, statfs } from 'node:fs/promises';
 import { sourceDevice, type FsUuidOptions } from '../host/fs-uuid.ts';
-import { DEFAULT_MOUNTINFO_PATH, readMountDetails, type MountDetails } from '../host/mountinfo.ts';
+import { DEFAULT_MOUNTINFO_PATH, parseMountDetails, type MountDetails } from '../host/mountinfo.ts';
 import { deviceNumbers } from '../host/stat.ts';
 import { identityMismatch, identityUuid, mountFsUuid, type DirectoryFs, type PathKind } from '../identity/identity.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
@@ -119,15 +119,11 @@ class Pass implements HealthPass {
   readonly #uuids = new Map<string, Promise<DirectoryFs>>();
   readonly #btrfsSources = new Map<string, Promise<{ major: number; minor: number } | undefined>>();
 
-  constructor(o: HealthCheckerOptions, mounts: readonly MountDetails[] | undefined, mountError: string | undefined) {
+  constructor(o: HealthCheckerOptions, mounts: ReadonlyMap<string, MountDetails> | undefined, mountError: string | undefined) {
     this.#o = o;
     this.#sys = o.sysfsRoot ?? '/sys';
     this.#mountError = mountError;
-    if (mounts !== undefined) {
-      const byPoint = new Map<string, MountDetails>();
-      for (const m of mounts) byPoint.set(m.mountPoint, m); // later lines are mounted on top: the last one is what is seen
-      this.#mounts = byPoint;
-    }
+    this.#mounts = mounts;
   }
 
   #device(major: number, minor: number): Promise<DeviceFacts> {
@@ -274,14 +270,32 @@ class Pass implements HealthPass {
   }
 }
 
-/** A checker: each beginPass() reads the mount table once; the pass answers check() per PV from it. */
+/**
+ * A checker: each beginPass() reads the mount table once; the pass answers check() per PV from it. The
+ * table is read until two reads agree, as everywhere else, except that a read equal to the previous
+ * pass's table is taken at once (it is a whole table: the one already parsed), so a pass of a quiet host
+ * costs one read of /proc/self/mountinfo and no parse.
+ */
 export function createHealthChecker(opts: HealthCheckerOptions = {}): HealthChecker {
+  let last: { text: string; mounts: ReadonlyMap<string, MountDetails> } | undefined;
   return {
     async beginPass(): Promise<HealthPass> {
       const path = opts.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
       try {
-        return new Pass(opts, await readMountDetails(path), undefined);
+        let text = await readFile(path, 'utf8');
+        if (last === undefined || text !== last.text) {
+          for (let attempt = 0; attempt < 2; attempt++) {
+            const again = await readFile(path, 'utf8');
+            if (again === text) break;
+            text = again;
+          }
+          const byPoint = new Map<string, MountDetails>();
+          for (const m of parseMountDetails(text)) byPoint.set(m.mountPoint, m); // later lines are mounted on top: the last one is what is seen
+          last = { text, mounts: byPoint };
+        }
+        return new Pass(opts, last.mounts, undefined);
       } catch (e) {
+        last = undefined;
         const why = `cannot read ${path}: ${describeFsError(e, 'short')}`;
         opts.onError?.(why);
         return new Pass(opts, undefined, why);

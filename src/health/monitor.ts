@@ -54,14 +54,23 @@ export function volumeLocation(
   pv: V1PersistentVolume,
   lookupClass: (name: string) => ClassConfig | undefined,
 ): { className: string; cls: ClassConfig; path: string } | undefined {
-  const local = pv.spec?.local?.path;
   const className = pv.spec?.storageClassName ?? '';
   const cls = lookupClass(className);
-  if (local === undefined || cls === undefined || !local.startsWith('/')) return undefined;
-  const rel = posix.relative(posix.normalize(cls.hostDir), posix.normalize(local));
-  if (rel === '' || rel === '.' || rel.startsWith('..') || rel.includes('/')) return undefined;
-  return { className, cls, path: posix.join(cls.mountDir, rel) };
+  // The same PV object (the informer's, unchanged) and the same class config (frozen, one per generation)
+  // give the same answer: each pass would otherwise redo the path arithmetic for every PV.
+  const cached = locations.get(pv);
+  if (cached !== undefined && cached.cls === cls) return cached.loc;
+  const local = pv.spec?.local?.path;
+  let loc: { className: string; cls: ClassConfig; path: string } | undefined;
+  if (local !== undefined && cls !== undefined && local.startsWith('/')) {
+    const rel = posix.relative(posix.normalize(cls.hostDir), posix.normalize(local));
+    if (!(rel === '' || rel === '.' || rel.startsWith('..') || rel.includes('/'))) loc = { className, cls, path: posix.join(cls.mountDir, rel) };
+  }
+  locations.set(pv, { cls, loc });
+  return loc;
 }
+
+const locations = new WeakMap<V1PersistentVolume, { cls: ClassConfig | undefined; loc: ReturnType<typeof volumeLocation> }>();
 
 /** One PV checked. */
 export interface CheckedPV {
@@ -71,12 +80,13 @@ export interface CheckedPV {
   readonly health: VolumeHealth;
 }
 
+/** How many volumes one pass checks at the same time. */
+const CHECKS_IN_FLIGHT = 64;
+
 /**
  * Checks the PVs that can be located (volumeLocation) in one pass of the checker: Available, Bound
  * and Released PVs not being deleted. Also used by --dry-run.
  */
-/** How many volumes one pass checks at the same time. */
-const CHECKS_IN_FLIGHT = 64;
 
 export async function checkPVs(
   checker: HealthChecker,
