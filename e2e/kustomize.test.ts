@@ -141,6 +141,7 @@ const serviceMonitorCrd = {
                         port: { type: 'string' },
                         path: { type: 'string' },
                         scheme: { type: 'string', enum: ['http', 'https'] },
+                        honorLabels: { type: 'boolean' },
                         interval: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
                         relabelings: {
                           type: 'array',
