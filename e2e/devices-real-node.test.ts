@@ -5,7 +5,7 @@
 // daemon never writes to it); the claim released, the class's block cleaner (quick_reset.sh: wipefs and
 // the first and last MiB zeroed) cleans it, and the PV comes back Available on the same, blank disk.
 import { execFileSync } from 'node:child_process';
-import { readlinkSync, rmSync } from 'node:fs';
+import { mkdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type V1PersistentVolume } from '@kubernetes/client-node';
@@ -52,6 +52,8 @@ describe.skipIf(reason !== undefined)(`raw disks to PVs on a real node${reason ?
     const kustomize = await ensureKustomizeBinary();
     disks = new DiscoveryRoot();
     dev = disks.bareDevice('raw0', 64);
+    // The class's directory, as an admin makes it (the daemon links into it; it never creates a hostDir).
+    mkdirSync(join(disks.root, cls));
     expect(probe(dev)).toBe('');
     cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
     api = clientsFor(cp.adminKubeconfig);
