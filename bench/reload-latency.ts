@@ -64,7 +64,10 @@ const isMsg = (l: LogLine, prefix: string): boolean => typeof l.msg === 'string'
 export async function reloadDaemon(b: Bench, d: Daemon, o: { swaps: number; maxGapMs?: number }): Promise<DaemonReload> {
   const current = Math.max(
     0,
-    ...d.proc.logLines().flatMap((l) => (isMsg(l, 'configuration ') && typeof l['generation'] === 'number' ? [l['generation']] : [])),
+    ...d.proc.logLines().flatMap((l) => {
+      const gen = l['controllerGeneration'] ?? l['generation']; // the field's name since issue 18, and before
+      return isMsg(l, 'configuration ') && typeof gen === 'number' ? [gen] : [];
+    }),
   );
   if (current < 1) throw new Error('the daemon has not started a controller yet');
   await sleep(3000); // settle: Events of the start flushed
@@ -82,7 +85,7 @@ export async function reloadDaemon(b: Bench, d: Daemon, o: { swaps: number; maxG
     const applied = await d.logs.waitFor(
       (l) => {
         if (stopping === undefined && isMsg(l, 'stopping the local controller')) stopping = l;
-        return isMsg(l, 'configuration reloaded') && l['generation'] === gen;
+        return isMsg(l, 'configuration reloaded') && (l['controllerGeneration'] ?? l['generation']) === gen;
       },
       `generation ${gen} applied`,
       30_000,
