@@ -232,7 +232,8 @@ describe('rule 22: hostDir and mountDir may not hold control, bidi or format cha
     fc.constantFrom(...'abcXYZ019._-~+@ é漢ßдñ'.split('')),
     fc.integer({ min: 0x1f600, max: 0x1f64f }).map((cp) => String.fromCodePoint(cp)),
   );
-  const safeName = fc.array(safeChar, { minLength: 1, maxLength: 12 }).map((a) => a.join(''));
+  // `.` and `..` are path steps, not names: `/mnt/..` is `/` and rightly refused by another rule.
+  const safeName = fc.array(safeChar, { minLength: 1, maxLength: 12 }).map((a) => a.join('')).filter((n) => n !== '.' && n !== '..');
 
   it('property: a path is refused whenever it holds such a character, wherever it is', () => {
     fc.assert(
