@@ -20,16 +20,14 @@ import { join } from 'node:path';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DiscoveryV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { freePort, startControlPlane, type ControlPlane } from './harness/controlplane.ts';
-import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
-import { ensureProvisionerImage } from './harness/image.ts';
-import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
-import { ensureKustomizeBinary } from './harness/kustomize.ts';
+import { freePort } from './harness/controlplane.ts';
+import { waitFor, type Clients } from './harness/kube.ts';
 import { deploymentDir } from './harness/manifests.ts';
-import { onPath, startNode, type RealNode } from './harness/node.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
+import { onPath } from './harness/node.ts';
+import { baseDaemonSet, realNodeUnsupportedReason } from './support/real-node.ts';
+import { withRealNode } from './support/with-real-node.ts';
 
 const reason = realNodeUnsupportedReason() ?? (onPath('prometheus') ? undefined : 'a real Prometheus needs the prometheus binary (Debian: apt-get install prometheus)');
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
@@ -130,12 +128,7 @@ async function startSdServer(api: Clients, sm: ServiceMonitor): Promise<{ url: s
 describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometheus scraping the daemon on a real node${reason ? ` (skipped: ${reason})` : ''}`, { timeout: 400_000 }, () => {
   const nodeName = 'lsp-alerts-node';
   const cls = 'fast-disks';
-  let before: HostSnapshot;
-  let disks: DiscoveryRoot | undefined;
-  let cp: ControlPlane | undefined;
-  let node: RealNode | undefined;
   let api: Clients;
-  let overlay: string | undefined;
   let promDir: string | undefined;
   let prom: ChildProcess | undefined;
   let promUrl = '';
@@ -152,20 +145,19 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
     return r.data.result;
   };
 
-  beforeAll(async () => {
-    before = snapshotHost();
-    const image = await ensureProvisionerImage({ log: (m) => console.log(m) });
-    const kustomize = await ensureKustomizeBinary();
-    disks = new DiscoveryRoot();
-    disks.volume(cls, 'vol1');
-    disks.volume(cls, 'vol2');
-    cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
-    api = clientsFor(cp.adminKubeconfig);
-    node = await startNode(cp, { name: nodeName });
-    await node.importImage(image.archive);
-    overlay = await applyBaseOverlay(cp, image, kustomize);
+  withRealNode({
+    nodeName,
+    disks: (disks) => {
+      disks.volume(cls, 'vol1');
+      disks.volume(cls, 'vol2');
+    },
+    setup: startPrometheus,
+    teardown: stopPrometheus,
+  });
 
-    // Prometheus: the shipped rules with short `for:`, a 2 s scrape and evaluation, the ServiceMonitor's scrape config.
+  /** Prometheus: the shipped rules with short `for:`, a 2 s scrape and evaluation, the ServiceMonitor's scrape config. */
+  async function startPrometheus(run: { readonly api: Clients }): Promise<void> {
+    api = run.api;
     promDir = mkdtempSync(join(tmpdir(), 'lsp-prometheus-'));
     const sm = parse(readFileSync(serviceMonitorFile, 'utf8')) as ServiceMonitor;
     sd = await startSdServer(api, sm);
@@ -196,10 +188,10 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
       },
       { what: 'Prometheus ready', timeoutMs: 60_000 },
     );
-  });
+  }
 
-  afterAll(async () => {
-    const errors: unknown[] = [];
+  /** Stops Prometheus and makes the read-only volume writable again, before the node stops. */
+  async function stopPrometheus(errors: unknown[]): Promise<void> {
     if (readOnly) {
       try {
         execFileSync('mount', ['-o', 'remount,rw', readOnly]);
@@ -222,21 +214,7 @@ describe.skipIf(reason !== undefined)(`the shipped alert rules in a real Prometh
       }
       rmSync(promDir, { recursive: true, force: true });
     }
-    if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`]);
-    await node?.stop().catch((e: unknown) => errors.push(e));
-    await cp?.stop().catch((e: unknown) => errors.push(e));
-    try {
-      disks?.cleanup();
-    } catch (e) {
-      errors.push(e);
-    }
-    if (overlay) rmSync(overlay, { recursive: true, force: true });
-    if (before) {
-      const left = diffHost(before, snapshotHost(), { ignoreMount: (m) => m.startsWith(`${tmpdir()}/lsp-`) && !m.startsWith(`${tmpdir()}/lsp-node-`) });
-      if (left.length > 0) errors.push(new Error(`the host differs after the run:\n${left.join('\n')}`));
-    }
-    if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
-  });
+  }
 
   let pod: V1Pod;
 

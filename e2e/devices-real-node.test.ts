@@ -5,18 +5,13 @@
 // daemon never writes to it); the claim released, the class's block cleaner (quick_reset.sh: wipefs and
 // the first and last MiB zeroed) cleans it, and the PV comes back Available on the same, blank disk.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readlinkSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readlinkSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type V1PersistentVolume } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
-import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
-import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
-import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
-import { ensureKustomizeBinary } from './harness/kustomize.ts';
-import { startNode, type RealNode } from './harness/node.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from './harness/kube.ts';
+import { realNodeUnsupportedReason } from './support/real-node.ts';
+import { withRealNode } from './support/with-real-node.ts';
 
 const reason = realNodeUnsupportedReason();
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
@@ -34,55 +29,25 @@ const probe = (dev: string): string => {
 };
 
 describe.skipIf(reason !== undefined)(`raw disks to PVs on a real node${reason ? ` (skipped: ${reason})` : ''}`, { timeout: 400_000 }, () => {
-  const nodeName = 'lsp-rawdisk-node';
   const cls = 'raw';
   const namespace = 'default';
-  let before: HostSnapshot;
-  let disks: DiscoveryRoot | undefined;
-  let cp: ControlPlane | undefined;
-  let node: RealNode | undefined;
-  let api: Clients;
-  let image: ProvisionerImage;
-  let overlay: string | undefined;
   let dev = '';
-
-  beforeAll(async () => {
-    before = snapshotHost();
-    image = await ensureProvisionerImage({ log: (m) => console.log(m) });
-    const kustomize = await ensureKustomizeBinary();
-    disks = new DiscoveryRoot();
-    dev = disks.bareDevice('raw0', 64);
-    // The class's directory, as an admin makes it (the daemon links into it; it never creates a hostDir).
-    mkdirSync(join(disks.root, cls));
-    expect(probe(dev)).toBe('');
-    cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
-    api = clientsFor(cp.adminKubeconfig);
-    node = await startNode(cp, { name: nodeName });
-    await node.importImage(image.archive);
-    overlay = await applyBaseOverlay(cp, image, kustomize);
-    await api.storage.createStorageClass({ body: { metadata: { name: cls }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' } });
-  });
-
-  afterAll(async () => {
-    const errors: unknown[] = [];
-    if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`]);
-    await node?.stop().catch((e: unknown) => errors.push(e));
-    await cp?.stop().catch((e: unknown) => errors.push(e));
-    try {
-      disks?.cleanup();
-    } catch (e) {
-      errors.push(e);
-    }
-    if (overlay) rmSync(overlay, { recursive: true, force: true });
-    if (before) {
-      const left = diffHost(before, snapshotHost(), { ignoreMount: (m) => m.startsWith(`${tmpdir()}/lsp-`) && !m.startsWith(`${tmpdir()}/lsp-node-`) });
-      if (left.length > 0) errors.push(new Error(`the host differs after the run:\n${left.join('\n')}`));
-    }
-    if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
+  const rn = withRealNode({
+    nodeName: 'lsp-rawdisk-node',
+    disks: (disks) => {
+      dev = disks.bareDevice('raw0', 64);
+      // The class's directory, as an admin makes it (the daemon links into it; it never creates a hostDir).
+      mkdirSync(join(disks.root, cls));
+      expect(probe(dev)).toBe('');
+    },
+    setup: async ({ api }) => {
+      await api.storage.createStorageClass({ body: { metadata: { name: cls }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' } });
+    },
   });
 
   it('a blank disk selected by the class is linked and becomes a Filesystem PV; a claim binds, the kubelet formats it ext4, the Pod writes; released, the block cleaner wipes it and the PV is Available again', async () => {
-    const hostPath = join(disks?.root ?? '', cls, basename(dev));
+    const hostPath = join(rn.disks.root, cls, basename(dev));
+    const { api, image } = rn;
     const cm = await api.core.readNamespacedConfigMap({ name: 'local-volume-provisioner-config', namespace: 'kube-system' });
     const classes = `${cm.data?.['storageClassMap'] ?? ''}${cls}:\n  hostDir: /mnt/disks/${cls}\n  mountDir: /mnt/disks/${cls}\n  volumeMode: Filesystem\n  fsType: ext4\n  blockCleanerCommand: ["/scripts/quick_reset.sh"]\n  deviceSelector:\n    paths: [${dev}]\n    allowLoop: true\n`;
     const t0 = performance.now();

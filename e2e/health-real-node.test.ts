@@ -11,18 +11,13 @@
 //  - 50 volumes vanishing at once: the Events stay within the documented bound.
 // Measurements go to the log as `[measure] …`.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions, type CoreV1Event, type V1PersistentVolume } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
-import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
-import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
-import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
-import { ensureKustomizeBinary } from './harness/kustomize.ts';
-import { startNode, type RealNode } from './harness/node.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type Clients } from './harness/kube.ts';
+import { realNodeUnsupportedReason } from './support/real-node.ts';
+import { withRealNode } from './support/with-real-node.ts';
 
 const reason = realNodeUnsupportedReason();
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
@@ -37,13 +32,7 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
   const nodeName = 'lsp-health-node';
   const cls = 'fast-disks';
   const namespace = 'default';
-  let before: HostSnapshot;
-  let disks: DiscoveryRoot | undefined;
-  let cp: ControlPlane | undefined;
-  let node: RealNode | undefined;
   let api: Clients;
-  let image: ProvisionerImage;
-  let overlay: string | undefined;
   /** Host paths the test made read-only, to make writable again on teardown. */
   const readOnly = new Set<string>();
 
@@ -61,53 +50,34 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
   const pvAt = async (path: string): Promise<V1PersistentVolume | undefined> => (await api.core.listPersistentVolume()).items.find((p) => p.spec?.local?.path === path);
   const eventTime = (e: CoreV1Event): number => Date.parse(String(e.eventTime ?? e.lastTimestamp ?? e.firstTimestamp ?? e.metadata?.creationTimestamp ?? ''));
 
-  beforeAll(async () => {
-    before = snapshotHost();
-    image = await ensureProvisionerImage({ log: (m) => console.log(m) });
-    const kustomize = await ensureKustomizeBinary();
-    disks = new DiscoveryRoot();
-    disks.volume(cls, 'claimed');
-    disks.volume(cls, 'spare');
-    disks.ext4Volume(cls, 'ext4', 32);
-    cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
-    api = clientsFor(cp.adminKubeconfig);
-    node = await startNode(cp, { name: nodeName });
-    await node.importImage(image.archive);
-    overlay = await applyBaseOverlay(cp, image, kustomize);
-    await waitFor(async () => (await api.core.listPersistentVolume()).items.filter((p) => p.status?.phase === 'Available').length >= 3 || undefined, {
-      what: 'the 3 PVs Available',
-      timeoutMs: 240_000,
-      intervalMs: 500,
-    });
-  });
-
-  afterAll(async () => {
-    const errors: unknown[] = [];
-    for (const p of readOnly) {
-      try {
-        sh('mount', ['-o', 'remount,rw', p]);
-      } catch (e) {
-        errors.push(e);
+  const rn = withRealNode({
+    nodeName,
+    disks: (disks) => {
+      disks.volume(cls, 'claimed');
+      disks.volume(cls, 'spare');
+      disks.ext4Volume(cls, 'ext4', 32);
+    },
+    setup: async (run) => {
+      api = run.api;
+      await waitFor(async () => (await api.core.listPersistentVolume()).items.filter((p) => p.status?.phase === 'Available').length >= 3 || undefined, {
+        what: 'the 3 PVs Available',
+        timeoutMs: 240_000,
+        intervalMs: 500,
+      });
+    },
+    teardown: (errors) => {
+      for (const p of readOnly) {
+        try {
+          sh('mount', ['-o', 'remount,rw', p]);
+        } catch (e) {
+          errors.push(e);
+        }
       }
-    }
-    if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`]);
-    await node?.stop().catch((e: unknown) => errors.push(e));
-    await cp?.stop().catch((e: unknown) => errors.push(e));
-    try {
-      disks?.cleanup();
-    } catch (e) {
-      errors.push(e);
-    }
-    if (overlay) rmSync(overlay, { recursive: true, force: true });
-    if (before) {
-      const left = diffHost(before, snapshotHost(), { ignoreMount: (m) => m.startsWith(`${tmpdir()}/lsp-`) && !m.startsWith(`${tmpdir()}/lsp-node-`) });
-      if (left.length > 0) errors.push(new Error(`the host differs after the run:\n${left.join('\n')}`));
-    }
-    if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
+    },
   });
 
   it("a Pod's claimed volume unmounted from under it: VolumeConditionAbnormal on the PVC and the Pod and the gauge within a discovery period; remounted: VolumeConditionNormal", async () => {
-    const hostPath = join(disks?.root ?? '', cls, 'claimed');
+    const hostPath = join(rn.disks.root, cls, 'claimed');
     const pv = await waitFor(() => pvAt(hostPath), { what: `the PV of ${hostPath}`, timeoutMs: 60_000 });
     const pvName = pv.metadata?.name ?? '';
     await api.core.createNamespacedPersistentVolumeClaim({
@@ -120,7 +90,7 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
         metadata: { name: 'app' },
         spec: {
           terminationGracePeriodSeconds: 1,
-          containers: [{ name: 'app', image: image.ref, command: ['bash', '-c', 'echo hello > /data/hello && exec sleep infinity'], volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+          containers: [{ name: 'app', image: rn.image.ref, command: ['bash', '-c', 'echo hello > /data/hello && exec sleep infinity'], volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
           volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }],
         },
       },
@@ -170,7 +140,7 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
   });
 
   it('an ext4 volume on a loop device remounted read-only: the read-only condition, then recovery', async () => {
-    const hostPath = join(disks?.root ?? '', cls, 'ext4');
+    const hostPath = join(rn.disks.root, cls, 'ext4');
     const pv = await waitFor(() => pvAt(hostPath), { what: `the PV of ${hostPath}`, timeoutMs: 60_000 });
     const pvName = pv.metadata?.name ?? '';
     expect(await health(pvName, 'read-only')).not.toBe(1);
@@ -208,7 +178,7 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
   }
 
   it('an Available PV whose mount vanished: kept without a health policy, deleted after the grace period with one, recreated when the mount returns', async () => {
-    const hostPath = join(disks?.root ?? '', cls, 'spare');
+    const hostPath = join(rn.disks.root, cls, 'spare');
     const pv = await waitFor(() => pvAt(hostPath), { what: `the PV of ${hostPath}`, timeoutMs: 60_000 });
     const pvName = pv.metadata?.name ?? '';
     expect(pv.status?.phase).toBe('Available');
@@ -253,8 +223,8 @@ describe.skipIf(reason !== undefined)(`volume health on a real node${reason ? ` 
     await api.storage.createStorageClass({ body: { metadata: { name: many }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' } });
     // One disk under the class dir, the 50 volumes mounted inside it: a lazy unmount of the disk takes all
     // 50 away at once (in one discovery pass), as a dying disk holding 50 volumes does.
-    const disk = disks?.classDisk(many) ?? '';
-    for (let i = 0; i < MANY; i++) disks?.volume(many, `v${String(i).padStart(2, '0')}`);
+    const disk = rn.disks.classDisk(many);
+    for (let i = 0; i < MANY; i++) rn.disks.volume(many, `v${String(i).padStart(2, '0')}`);
     const cm = await api.core.readNamespacedConfigMap({ name: 'local-volume-provisioner-config', namespace: 'kube-system' });
     await patchConfigAndWait({
       storageClassMap: `${cm.data?.['storageClassMap'] ?? ''}${many}:\n  hostDir: /mnt/disks/${many}\n  mountDir: /mnt/disks/${many}\n`,

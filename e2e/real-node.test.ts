@@ -22,16 +22,13 @@ import { promisify } from 'node:util';
 import { AppsV1Api, DiscoveryV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1PersistentVolume, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
-import { startControlPlane, type ControlPlane } from './harness/controlplane.ts';
-import { diffHost, snapshotHost, type HostSnapshot } from './harness/host-state.ts';
 import { ensureHelmBinary, helm } from './harness/helm.ts';
-import { ensureProvisionerImage, type ProvisionerImage } from './harness/image.ts';
-import { clientsFor, waitFor, type Clients } from './harness/kube.ts';
+import { waitFor, type Clients } from './harness/kube.ts';
 import { kubectl, startKubectl } from './harness/kubectl.ts';
 import { ensureKustomizeBinary, kustomizeBuild } from './harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from './harness/manifests.ts';
-import { startNode, type RealNode } from './harness/node.ts';
-import { applyBaseOverlay, baseDaemonSet, DiscoveryRoot, e2ePatches, importExamplesImage, logPodTails, realNodeUnsupportedReason } from './support/real-node.ts';
+import { baseDaemonSet, e2ePatches, realNodeUnsupportedReason } from './support/real-node.ts';
+import { withRealNode } from './support/with-real-node.ts';
 
 const reason = realNodeUnsupportedReason();
 const measure = (what: string, ms: number): void => console.log(`[measure] ${what}: ${(ms / 1000).toFixed(1)} s`);
@@ -47,15 +44,8 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   const nodeName = 'lsp-real-node';
   const cls = 'fast-disks'; // the base's class and StorageClass (WaitForFirstConsumer)
   const namespace = 'default';
-  let before: HostSnapshot;
-  let disks: DiscoveryRoot | undefined;
-  let cp: ControlPlane | undefined;
-  let node: RealNode | undefined;
-  let image: ProvisionerImage;
   let api: Clients;
   let apps: AppsV1Api;
-  let overlay: string | undefined;
-  let examplesImage = '';
   /** The provisioner pods' label selector: the kustomize base's, then the chart release's. */
   let podSelector = `app.kubernetes.io/name=${baseDaemonSet}`;
 
@@ -73,44 +63,21 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
   };
 
-  beforeAll(async () => {
-    before = snapshotHost();
-    image = await ensureProvisionerImage({ log: (m) => console.log(m) });
-    const kustomize = await ensureKustomizeBinary();
-    disks = new DiscoveryRoot();
-    disks.volume(cls, 'vol1');
-    disks.volume(cls, 'vol2');
-    cp = await startControlPlane({ binary: inject('binary'), scheduler: true, allControllers: true, log: () => undefined });
-    api = clientsFor(cp.adminKubeconfig);
-    apps = api.kc.makeApiClient(AppsV1Api);
-    node = await startNode(cp, { name: nodeName });
-    measure('node start to Ready', node.stats().startToReadyMs);
-    const t = performance.now();
-    await node.importImage(image.archive);
-    measure('image import (ctr images import)', performance.now() - t);
-    examplesImage = await importExamplesImage(node);
-
-    // The e2e overlay: the loopback-only apiserver needs hostNetwork and its address; the image name.
-    overlay = await applyBaseOverlay(cp, image, kustomize);
-  });
-
-  afterAll(async () => {
-    // Node first (its containers hold copies of the /mnt/disks mounts), then the control plane.
-    const errors: unknown[] = [];
-    if (node) logPodTails(node, [`kube-system_${baseDaemonSet}`, `kube-system_${chartDaemonSet}`]);
-    await node?.stop().catch((e: unknown) => errors.push(e));
-    await cp?.stop().catch((e: unknown) => errors.push(e));
-    try {
-      disks?.cleanup();
-    } catch (e) {
-      errors.push(e);
-    }
-    if (overlay) rmSync(overlay, { recursive: true, force: true });
-    if (before) {
-      const left = diffHost(before, snapshotHost(), { ignoreMount: (m) => m.startsWith(`${tmpdir()}/lsp-`) && !m.startsWith(`${tmpdir()}/lsp-node-`) });
-      if (left.length > 0) errors.push(new Error(`the host differs after the run:\n${left.join('\n')}`));
-    }
-    if (errors.length > 0) throw new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n'));
+  // The e2e overlay: the loopback-only apiserver needs hostNetwork and its address; the image name.
+  const rn = withRealNode({
+    nodeName,
+    disks: (disks) => {
+      disks.volume(cls, 'vol1');
+      disks.volume(cls, 'vol2');
+    },
+    examplesImage: true,
+    setup: (run) => {
+      api = run.api;
+      apps = api.kc.makeApiClient(AppsV1Api);
+      measure('node start to Ready', run.node.stats().startToReadyMs);
+      measure('image import (ctr images import)', run.importMs);
+    },
+    podLogs: [`kube-system_${baseDaemonSet}`, `kube-system_${chartDaemonSet}`],
   });
 
   it('the DaemonSet pod runs the image on the node and creates a PV per mount', async () => {
@@ -118,7 +85,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const pod = await waitFor(async () => (await provisionerPods()).find((p) => p.status?.phase === 'Running'), { what: 'the provisioner pod Running', timeoutMs: 120_000, intervalMs: 250 });
     const tRunning = performance.now();
     expect(pod.spec?.nodeName).toBe(nodeName);
-    expect(pod.spec?.containers[0]?.image).toBe(image.ref);
+    expect(pod.spec?.containers[0]?.image).toBe(rn.image.ref);
     const pvs = await waitFor(async () => ((await pvsOf(cls)).length > 0 ? performance.now() : undefined), { what: 'the first PV', timeoutMs: 120_000, intervalMs: 250 });
     measure('DaemonSet applied to pod Running', tRunning - t0);
     measure('pod Running to first PV', pvs - tRunning);
@@ -133,14 +100,14 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
 
   /** `kubectl <args>` (the testplane's, k8s.io/kubectl) against the control plane; fails the test on a non-zero exit. */
   const kubectlOk = async (...args: string[]): Promise<string> => {
-    const r = await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', args, { timeoutMs: 120_000 });
+    const r = await kubectl(inject('binary'), rn.cp.adminKubeconfig, args, { timeoutMs: 120_000 });
     expect(r.code, `kubectl ${args.join(' ')}: ${r.stderr}`).toBe(0);
     return r.stdout;
   };
 
   /** `kubectl port-forward -n kube-system pod/<pod> <ports>` running; resolves once it listens, with the local port. */
   async function portForward(pod: string, ports: string): Promise<{ port: string; stderr: () => string; stop: () => Promise<void> }> {
-    const pf = startKubectl(inject('binary'), cp?.adminKubeconfig ?? '', ['port-forward', '-n', 'kube-system', pod, ports]);
+    const pf = startKubectl(inject('binary'), rn.cp.adminKubeconfig, ['port-forward', '-n', 'kube-system', pod, ports]);
     let out = '';
     let err = '';
     pf.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
@@ -166,7 +133,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const n = await api.core.readNode({ name: nodeName });
     const internal = n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
     expect(internal, `the Node's addresses: ${JSON.stringify(n.status?.addresses)}`).toBeDefined();
-    const address = node?.address ?? '';
+    const address = rn.node.address;
     expect(address).toMatch(/^10\.250\.77\.\d+$/);
     expect(internal).toBe(address);
     const pod = await waitFor(readyPod, { what: 'the provisioner pod Ready', timeoutMs: 120_000 });
@@ -237,7 +204,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     await kubectlOk(...failed);
     // "The pod crash-loops ...": the previous container's log (none yet: the pod never restarted).
     const [, ...previous] = fromDoc('kubectl logs -n kube-system --previous <pod>', { pod: pod.metadata?.name ?? '' });
-    const prev = await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', previous);
+    const prev = await kubectl(inject('binary'), rn.cp.adminKubeconfig, previous);
     expect(prev.stderr).toMatch(/previous terminated container .* not found/);
     // "Which version runs where?": build_info on each pod's /metrics, at the pod IP.
     expect(docs).toContain("`local_volume_provisioner_build_info` on each pod's `/metrics`");
@@ -262,7 +229,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
           containers: [
             {
               name: 'app',
-              image: image.ref,
+              image: rn.image.ref,
               command: ['bash', '-c', `echo "written by ${podName}" > /data/hello && exec sleep infinity`],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
@@ -336,8 +303,8 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
    * then one ConfigMap patch adding both classes and labelsForPV. Returns when the patch was made.
    */
   async function addClassesAndLabel(): Promise<number> {
-    disks?.volume('e2e-new', 'vol1');
-    disks?.blockDevice('e2e-block', 'disk0', 32);
+    rn.disks.volume('e2e-new', 'vol1');
+    rn.disks.blockDevice('e2e-block', 'disk0', 32);
     for (const name of ['e2e-new', 'e2e-block']) {
       await api.storage.createStorageClass({
         body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer', reclaimPolicy: 'Delete' },
@@ -373,7 +340,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const after = await readyPod();
     expect(after?.metadata?.uid).toBe(before?.metadata?.uid);
     expect(container(after)).toMatchObject({ containerID: containerId, restartCount: 0 });
-    const mem = await node?.containerMemory(containerId);
+    const mem = await rn.node.containerMemory(containerId);
     console.log(`[measure] provisioner container RSS: ${Math.round((mem?.rssKiB ?? 0) / 1024)} MiB (pids ${mem?.pids.join(', ') ?? ''})`);
   });
 
@@ -392,16 +359,16 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     const withJobs = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
     let rendered: ReturnType<typeof manifestObjects>;
     try {
-      const base = readFileSync(join(overlay ?? '', 'kustomization.yaml'), 'utf8').replace(
+      const base = readFileSync(join(rn.overlay, 'kustomization.yaml'), 'utf8').replace(
         /^resources: \[(.*)\]$/m,
-        (_, r: string) => `resources: [${relative(withJobs, join(overlay ?? '', r))}]\ncomponents: [${relative(withJobs, join(deploymentDir, 'components', 'job-cleaning'))}]`,
+        (_, r: string) => `resources: [${relative(withJobs, join(rn.overlay, r))}]\ncomponents: [${relative(withJobs, join(deploymentDir, 'components', 'job-cleaning'))}]`,
       );
       writeFileSync(join(withJobs, 'kustomization.yaml'), base);
       rendered = manifestObjects(await kustomizeBuild(await ensureKustomizeBinary(), withJobs));
     } finally {
       rmSync(withJobs, { recursive: true, force: true });
     }
-    await applyObjects(cp?.adminKubeconfig ?? '', rendered.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding'), 'the job-cleaning component');
+    await applyObjects(rn.cp.adminKubeconfig, rendered.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding'), 'the job-cleaning component');
     const cm = rendered.find((o) => o.kind === 'ConfigMap') as { data?: Record<string, string> } | undefined;
     expect(cm?.data?.['useJobForCleaning']).toBe('true');
     await patchConfigAndWait({ useJobForCleaning: cm?.data?.['useJobForCleaning'] ?? '' });
@@ -430,7 +397,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(ran.length, 'a cleanup Job pod was seen').toBeGreaterThan(0);
     for (const p of ran) {
       expect(p.spec?.nodeName).toBe(nodeName);
-      expect(p.spec?.containers[0]?.image).toBe(image.ref);
+      expect(p.spec?.containers[0]?.image).toBe(rn.image.ref);
     }
     expect(ran.some((p) => p.status?.phase === 'Succeeded')).toBe(true);
   });
@@ -459,14 +426,14 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     expect(pvUids.size).toBe(4); // fast-disks vol1, vol2; e2e-new vol1; e2e-block disk0
     await rollTemplate({ metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } }, 'the restarted provisioner pod Ready');
     expect(await pvUidsNow()).toEqual(pvUids);
-    const rss = node?.stats().rssKiB;
+    const rss = rn.node.stats().rssKiB;
     console.log(`[measure] RSS after the flow: kubelet ${Math.round((rss?.kubelet ?? 0) / 1024)} MiB, containerd ${Math.round((rss?.containerd ?? 0) / 1024)} MiB`);
   });
 
   it('an image update (another reference of the product image) replaces the container, keeps every PV, and the new pod discovers', async () => {
     // A second name for the same image in the node's store: an update the kubelet runs without a registry.
-    const updated = `${image.ref}-update`;
-    await node?.ctr(['images', 'tag', image.ref, updated]);
+    const updated = `${rn.image.ref}-update`;
+    await rn.node.ctr(['images', 'tag', rn.image.ref, updated]);
     const pvUids = await pvUidsNow();
     const { pod, old, ms } = await rollTemplate(
       { spec: { containers: [{ name: 'provisioner', image: updated }] } },
@@ -482,7 +449,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     // No PV created or deleted, none replaced (same names, same UIDs).
     expect(await pvUidsNow()).toEqual(pvUids);
     // The new container discovers: a volume mounted now gets a PV.
-    disks?.volume(cls, 'vol3');
+    rn.disks.volume(cls, 'vol3');
     const fresh = await waitFor(async () => (await pvsOf(cls)).find((pv) => pv.spec?.local?.path === `/mnt/disks/${cls}/vol3`), { what: 'a PV for a volume mounted after the update', timeoutMs: 60_000 });
     expect(pvUids.has(fresh.metadata?.name ?? '')).toBe(false);
     expect(await pvUidsNow()).toEqual(new Map([...pvUids, [fresh.metadata?.name ?? '', fresh.metadata?.uid ?? '']]));
@@ -491,7 +458,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
   it('examples/pvc-and-pod.yaml and examples/statefulset.yaml run on the node as written (kubectl apply -f): claims Bound, pods Running', async () => {
     const examples = join(import.meta.dirname, '..', 'examples');
     const files = ['pvc-and-pod.yaml', 'statefulset.yaml'].map((f) => join(examples, f));
-    for (const f of files) expect(readFileSync(f, 'utf8')).toContain(`image: ${examplesImage.replace(/^docker\.io\/library\//, '')}`);
+    for (const f of files) expect(readFileSync(f, 'utf8')).toContain(`image: ${rn.examplesImage.replace(/^docker\.io\/library\//, '')}`);
     for (const f of files) await kubectlOk('apply', '-f', f);
     try {
       const runningWithClaim = async (pod: string, claim: string): Promise<V1Pod> => {
@@ -509,7 +476,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       await waitFor(async () => /\d{2}:\d{2}:\d{2}/.test(await kubectlOk('logs', 'example-local-pod')), { what: 'the date in the log of example-local-pod', timeoutMs: 60_000 });
       await waitFor(async () => (await kubectlOk('exec', 'example-db-0', '--', 'cat', '/data/owners')).trim() === 'example-db-0', { what: 'example-db-0 in /data/owners', timeoutMs: 60_000 });
     } finally {
-      for (const f of files) await kubectl(inject('binary'), cp?.adminKubeconfig ?? '', ['delete', '-f', f, '--wait=false']);
+      for (const f of files) await kubectl(inject('binary'), rn.cp.adminKubeconfig, ['delete', '-f', f, '--wait=false']);
     }
   });
 
@@ -523,12 +490,12 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     /** Values for the chart: the image, classes under the discovery root, each with its StorageClass. */
     const valuesFile = (name: string, classes: readonly string[]): string => {
       const file = join(scratch, `${name}.yaml`);
-      writeFileSync(file, toYaml({ image: image.ref, classes: classes.map((c) => ({ name: c, hostDir: `/mnt/disks/${c}`, storageClass: true })) }));
+      writeFileSync(file, toYaml({ image: rn.image.ref, classes: classes.map((c) => ({ name: c, hostDir: `/mnt/disks/${c}`, storageClass: true })) }));
       return file;
     };
     /** `helm <args>` against the control plane in the release namespace; fails the test on a non-zero exit. */
     const helmRun = async (...args: string[]): Promise<string> => {
-      const r = await helm(helmBin, [...args, '--namespace', 'kube-system', '--kubeconfig', cp?.adminKubeconfig ?? ''], scratch);
+      const r = await helm(helmBin, [...args, '--namespace', 'kube-system', '--kubeconfig', rn.cp.adminKubeconfig], scratch);
       expect(r.code, `helm ${args.join(' ')}: ${r.stderr}`).toBe(0);
       return r.stdout;
     };
@@ -542,7 +509,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       mkdirSync(render);
       writeFileSync(
         join(render, 'kustomization.yaml'),
-        ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', 'resources: [all.yaml]', ...e2ePatches(chartDaemonSet, new URL(cp?.server ?? '').port), ''].join('\n'),
+        ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', 'resources: [all.yaml]', ...e2ePatches(chartDaemonSet, new URL(rn.cp.server).port, rn.stateDir), ''].join('\n'),
       );
       postRenderer = join(scratch, 'post-render');
       writeFileSync(postRenderer, `#!/bin/sh\nset -e\ncat > '${render}/all.yaml'\nexec '${await ensureKustomizeBinary()}' build '${render}'\n`, { mode: 0o755 });
@@ -550,8 +517,8 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       await apps.deleteNamespacedDaemonSet({ name: baseDaemonSet, namespace: 'kube-system' });
       await waitFor(async () => ((await provisionerPods()).length === 0 ? true : undefined), { what: `the pods of ${baseDaemonSet} gone`, timeoutMs: 120_000 });
       podSelector = `app.kubernetes.io/instance=${helmRelease}`;
-      disks?.volume(helmCls, 'vol1');
-      disks?.volume(helmCls, 'vol2');
+      rn.disks.volume(helmCls, 'vol1');
+      rn.disks.volume(helmCls, 'vol2');
     }, 900_000);
     afterAll(() => {
       if (scratch) rmSync(scratch, { recursive: true, force: true });
@@ -570,7 +537,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
       const pod = await waitFor(readyPod, { what: 'the chart provisioner pod Ready', timeoutMs: 60_000 });
       expect(pod.metadata?.ownerReferences?.[0]?.name).toBe(chartDaemonSet);
       expect(pod.spec?.nodeName).toBe(nodeName);
-      expect(pod.spec?.containers[0]?.image).toBe(image.ref);
+      expect(pod.spec?.containers[0]?.image).toBe(rn.image.ref);
       expect((await api.storage.readStorageClass({ name: helmCls })).volumeBindingMode).toBe('WaitForFirstConsumer');
     });
 
@@ -579,7 +546,7 @@ describe.skipIf(reason !== undefined)(`the shipped DaemonSet on a real node${rea
     });
 
     it('helm upgrade with a new class: the ConfigMap change is applied in place (same container, no rollout)', async () => {
-      disks?.volume(helmNewCls, 'vol1');
+      rn.disks.volume(helmNewCls, 'vol1');
       const before = await readyPod();
       const ds = await apps.readNamespacedDaemonSet({ name: chartDaemonSet, namespace: 'kube-system' });
       const t0 = await reloadAfter('helm upgrade to reload applied (kubelet sync included)', async () => {

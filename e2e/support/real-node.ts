@@ -1,9 +1,10 @@
 // The shipped kustomize base on a real node (e2e/harness/node.ts), shared by e2e/real-node.test.ts and
 // `npm run demo -- --real-node`: why this host cannot do it, the /mnt/disks discovery root made for
 // the run, and the e2e overlay (hostNetwork and the apiserver's address for the loopback-only
-// control plane, the image name) built with kustomize and applied.
+// control plane, the image name, the daemon's state dir on the host in the overlay's temp dir)
+// built with kustomize and applied. The vitest set-up and teardown around it: support/with-real-node.ts.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { ProvisionerImage } from '../harness/image.ts';
@@ -11,6 +12,7 @@ import { kustomizeBuild } from '../harness/kustomize.ts';
 import { applyObjects, deploymentDir, manifestObjects } from '../harness/manifests.ts';
 import { nodeUnsupportedReason, onPath, type RealNode } from '../harness/node.ts';
 import { ensureBusyboxImage, hostBusybox } from '../harness/oci.ts';
+import { parse as parseYaml } from 'yaml';
 
 /** The base's discovery root (its ConfigMap's fast-disks class lives under it). */
 export const discoveryRoot = '/mnt/disks';
@@ -113,25 +115,64 @@ export class DiscoveryRoot {
   }
 }
 
+/** The name of the DaemonSet's volume that holds --state-dir (the base's and the chart's). */
+export const stateVolume = 'provisioner-state';
+
+/** The host directory the base's DaemonSet keeps its --state-dir in (the hostPath of its stateVolume). */
+export function baseStateHostPath(): string {
+  const ds = parseYaml(readFileSync(join(deploymentDir, 'daemonset.yaml'), 'utf8')) as { spec: { template: { spec: { volumes: { name: string; hostPath?: { path: string } }[] } } } };
+  const path = ds.spec.template.spec.volumes.find((v) => v.name === stateVolume)?.hostPath?.path;
+  if (path === undefined) throw new Error(`deployment/kubernetes/daemonset.yaml has no hostPath volume ${stateVolume}`);
+  return path;
+}
+
+/**
+ * What a host directory looks like, to tell whether a run touched it: 'absent', or one line per
+ * entry (itself included, recursively) with its type, mode, size and mtime.
+ */
+export function dirFingerprint(dir: string): string[] {
+  if (!existsSync(dir)) return [`${dir} absent`];
+  const out: string[] = [];
+  const walk = (p: string): void => {
+    const st = lstatSync(p);
+    out.push(`${p} ${st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other'} ${(st.mode & 0o7777).toString(8)} ${st.size} mtime ${st.mtime.toISOString()}`);
+    if (st.isDirectory()) for (const e of readdirSync(p).sort()) walk(join(p, e));
+  };
+  walk(dir);
+  return out;
+}
+
 /**
  * What the loopback-only apiserver needs of the DaemonSet `name` (and nothing else), as kustomize
- * JSON 6902 patch lines: hostNetwork, and the apiserver's address for the in-cluster config.
+ * patch lines: hostNetwork, and the apiserver's address for the in-cluster config (JSON 6902); the
+ * host directory of its state volume moved to `stateDir`, a temp dir of the run, so that no run sees
+ * another's state (classes.json, device-links.json, cleaners/) nor leaves its own on the host
+ * (strategic merge: the volume by its name; the container's --state-dir is unchanged).
  */
-export const e2ePatches = (name: string, port: string): string[] => [
+export const e2ePatches = (name: string, port: string, stateDir: string): string[] => [
   'patches:',
   `  - target: { kind: DaemonSet, name: ${name} }`,
   '    patch: |',
   '      - { op: add, path: /spec/template/spec/hostNetwork, value: true }',
   '      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1 } }',
   `      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: KUBERNETES_SERVICE_PORT, value: "${port}" } }`,
+  `  - target: { kind: DaemonSet, name: ${name} }`,
+  '    patch: |',
+  `      { apiVersion: apps/v1, kind: DaemonSet, metadata: { name: ${name} }, spec: { template: { spec: { volumes: [{ name: ${stateVolume}, hostPath: { path: ${JSON.stringify(stateDir)} } }] } } } }`,
 ];
+
+/** The daemon's state dir on the host for the overlay `overlay` (made by applyBaseOverlay, removed with the overlay). */
+export const overlayStateDir = (overlay: string): string => join(overlay, 'state');
 
 /**
  * Writes the e2e overlay of the base (the image, e2ePatches) into a new temp dir, builds it with
- * `kustomize` and applies it to the control plane; resolves with the overlay dir (the caller removes it).
+ * `kustomize` and applies it to the control plane; resolves with the overlay dir (the caller removes
+ * it, after the node stopped). The daemon's state dir on the host is overlayStateDir(overlay), in it.
  */
 export async function applyBaseOverlay(cp: { readonly adminKubeconfig: string; readonly server: string }, image: ProvisionerImage, kustomize: string): Promise<string> {
   const overlay = mkdtempSync(join(tmpdir(), 'lsp-real-node-overlay-'));
+  const stateDir = overlayStateDir(overlay);
+  mkdirSync(stateDir, { mode: 0o700 }); // as the daemon would make it (stateDirProblem: ours, not writable by others)
   const at = image.ref.lastIndexOf(':');
   writeFileSync(
     join(overlay, 'kustomization.yaml'),
@@ -141,11 +182,16 @@ export async function applyBaseOverlay(cp: { readonly adminKubeconfig: string; r
       `resources: [${relative(overlay, deploymentDir)}]`,
       'images:',
       `  - { name: local-static-provisioner, newName: ${image.ref.slice(0, at)}, newTag: ${image.ref.slice(at + 1)} }`,
-      ...e2ePatches(baseDaemonSet, new URL(cp.server).port),
+      ...e2ePatches(baseDaemonSet, new URL(cp.server).port, stateDir),
       '',
     ].join('\n'),
   );
-  await applyObjects(cp.adminKubeconfig, manifestObjects(await kustomizeBuild(kustomize, overlay)), `kustomize build ${overlay}`);
+  const objects = manifestObjects(await kustomizeBuild(kustomize, overlay));
+  // The strategic merge adds a volume where the name does not match: check that it moved the base's.
+  const ds = objects.find((o) => o.kind === 'DaemonSet' && o.metadata.name === baseDaemonSet) as { spec?: { template?: { spec?: { volumes?: { name: string; hostPath?: { path?: string } }[] } } } } | undefined;
+  const paths = (ds?.spec?.template?.spec?.volumes ?? []).filter((v) => v.hostPath?.path === stateDir || v.name === stateVolume).map((v) => `${v.name}:${v.hostPath?.path ?? ''}`);
+  if (paths.join() !== `${stateVolume}:${stateDir}`) throw new Error(`the e2e overlay did not move the state volume to ${stateDir}: ${paths.join(', ') || 'no such volume'}`);
+  await applyObjects(cp.adminKubeconfig, objects, `kustomize build ${overlay}`);
   return overlay;
 }
 
