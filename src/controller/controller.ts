@@ -235,6 +235,7 @@ export async function startController(
     checker: pc.healthChecker ?? createHealthChecker({ mountInfoPath: pc.mountInfoPath }),
     pvs: pvCache,
     ledger: pc.healthLedger ?? new HealthLedger(),
+    signal: abort.signal,
   });
   const linker = new DeviceLinker(env, {
     pvs: pvCache,

@@ -83,20 +83,33 @@ export interface CheckedPV {
 /** How many volumes one pass checks at the same time. */
 const CHECKS_IN_FLIGHT = 64;
 
+/** Thrown by checkPVs when its signal is aborted: the pass started no check after the abort. */
+export class HealthPassAborted extends Error {
+  constructor() {
+    super('the volume health pass was aborted');
+    this.name = 'HealthPassAborted';
+  }
+}
+
 /**
  * Checks the PVs that can be located (volumeLocation) in one pass of the checker: Available, Bound
  * and Released PVs not being deleted. Also used by --dry-run.
+ * With a signal: once it is aborted no further check is started (those in flight, at most
+ * CHECKS_IN_FLIGHT, are awaited) and the pass throws HealthPassAborted, so a stopping controller
+ * generation does not wait for a pass over every volume (a reload did: docs/performance.md §10).
  */
-
 export async function checkPVs(
   checker: HealthChecker,
   pvs: readonly V1PersistentVolume[],
   lookupClass: (name: string) => ClassConfig | undefined,
   settings: VolumeHealthConfig,
+  signal?: AbortSignal,
 ): Promise<CheckedPV[]> {
+  if (signal?.aborted) throw new HealthPassAborted();
   const wanted = pvs.filter((pv) => pv.metadata?.deletionTimestamp === undefined && CHECKED_PHASES.has(pv.status?.phase ?? ''));
   if (wanted.length === 0) return [];
   const pass = await checker.beginPass();
+  if (signal?.aborted) throw new HealthPassAborted();
   const located = wanted.flatMap((pv) => {
     const loc = volumeLocation(pv, lookupClass);
     return loc === undefined ? [] : [{ pv, loc }];
@@ -106,7 +119,7 @@ export async function checkPVs(
   const out: CheckedPV[] = new Array<CheckedPV>(located.length);
   let next = 0;
   const worker = async (): Promise<void> => {
-    for (let i = next++; i < located.length; i = next++) {
+    for (let i = next++; i < located.length && signal?.aborted !== true; i = next++) {
       const { pv, loc } = located[i]!;
       const health = await pass.check({
         pvName: pv.metadata?.name ?? '',
@@ -119,6 +132,7 @@ export async function checkPVs(
     }
   };
   await Promise.all(Array.from({ length: Math.min(CHECKS_IN_FLIGHT, located.length) }, worker));
+  if (signal?.aborted) throw new HealthPassAborted();
   return out;
 }
 
@@ -150,6 +164,13 @@ export interface HealthMonitorOptions {
   readonly ledger: HealthLedger;
   /** PV and Pod Events per pass at most (default DEFAULT_EVENT_BUDGET). */
   readonly eventBudget?: number | undefined;
+  /**
+   * The generation's stop signal. An abort during the checks ends the pass before it changes anything
+   * (ledger, gauge, Events, labels: the next generation's pass finds the same changes and reports them
+   * once); an abort after the checks lets the changes be recorded and reported (they are in the
+   * ledger, so the next generation would miss them otherwise) but deletes no further PV.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** What one pass did (tests, logs). */
@@ -159,6 +180,8 @@ export interface HealthPassResult {
   /** PV and Pod Events left out over the budget (summed up on the Node). */
   readonly suppressed: number;
   readonly deleted: readonly string[];
+  /** True when the signal ended the pass during the checks: nothing was recorded or reported. */
+  readonly aborted?: boolean;
 }
 
 interface Change {
@@ -192,8 +215,12 @@ export class HealthMonitor {
     }
     let checked: CheckedPV[];
     try {
-      checked = await checkPVs(this.#o.checker, this.#o.pvs.list(), this.#env.lookupClass, settings);
+      checked = await checkPVs(this.#o.checker, this.#o.pvs.list(), this.#env.lookupClass, settings, this.#o.signal);
     } catch (err) {
+      if (err instanceof HealthPassAborted) {
+        this.#log.debug('volume health pass abandoned: the controller generation is stopping');
+        return { ...idle, aborted: true };
+      }
       this.#log.error({ err }, 'volume health check failed');
       return idle;
     }
@@ -369,6 +396,7 @@ export class HealthMonitor {
   async #applyPolicy(checked: readonly CheckedPV[], now: number): Promise<string[]> {
     const deleted: string[] = [];
     for (const c of checked) {
+      if (this.#o.signal?.aborted) break; // the next generation's pass goes on (the ledger keeps `since`)
       const pv = c.pv;
       if (pv.status?.phase !== 'Available') continue; // never Bound or Released (see the header)
       const uid = pv.metadata?.uid ?? '';
