@@ -34,6 +34,7 @@
 import { readFile, stat, statfs } from 'node:fs/promises';
 import { sourceDevice, type FsUuidOptions } from '../host/fs-uuid.ts';
 import { DEFAULT_MOUNTINFO_PATH, parseMountDetails, type MountDetails } from '../host/mountinfo.ts';
+import { MountTableReader } from '../host/mount-snapshot.ts';
 import { deviceNumbers } from '../host/stat.ts';
 import { identityMismatch, identityUuid, mountFsUuid, type DirectoryFs, type PathKind } from '../identity/identity.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
@@ -42,6 +43,8 @@ import type { HealthCheckInput, HealthChecker, HealthCondition, HealthPass, Volu
 export interface HealthCheckerOptions extends FsUuidOptions {
   /** Default /proc/self/mountinfo. */
   readonly mountInfoPath?: string | undefined;
+  /** The mount table of the discovery period, shared with discovery (its path wins over mountInfoPath). */
+  readonly mountTable?: MountTableReader | undefined;
   /** Why a pass or a check could not look at something (the result is then empty for it). */
   readonly onError?: ((message: string) => void) | undefined;
 }
@@ -303,34 +306,31 @@ class Pass implements HealthPass {
   }
 }
 
+/** A mount table's lines by mount point; later lines are mounted on top: the last one is what is seen. */
+function detailsByPoint(text: string): ReadonlyMap<string, MountDetails> {
+  const byPoint = new Map<string, MountDetails>();
+  for (const m of parseMountDetails(text)) byPoint.set(m.mountPoint, m);
+  return byPoint;
+}
+
 /**
- * A checker: each beginPass() reads the mount table once; the pass answers check() per PV from it. The
- * table is read until two reads agree, as everywhere else, except that a read equal to the previous
- * pass's table is taken at once (it is a whole table: the one already parsed), so a pass of a quiet host
- * costs one read of /proc/self/mountinfo and no parse.
+ * A checker: each beginPass() takes the mount table of the period (opts.mountTable: the one discovery
+ * read, or read now) and the pass answers check() per PV from it. The table is read until two reads
+ * agree, except that a read equal to the table held already is taken at once, and a text parsed
+ * before is not parsed again: a pass of a quiet host costs at most one read of /proc/self/mountinfo and
+ * no parse (src/host/mount-snapshot.ts).
  */
 export function createHealthChecker(opts: HealthCheckerOptions = {}): HealthChecker {
-  let last: { text: string; mounts: ReadonlyMap<string, MountDetails> } | undefined;
+  const own = opts.mountTable === undefined ? new MountTableReader(opts.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH) : undefined;
   const memo: Memo = new WeakMap();
   return {
     async beginPass(): Promise<HealthPass> {
-      const path = opts.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+      const reader = opts.mountTable ?? own!;
+      own?.newPeriod();
       try {
-        let text = await readFile(path, 'utf8');
-        if (last === undefined || text !== last.text) {
-          for (let attempt = 0; attempt < 2; attempt++) {
-            const again = await readFile(path, 'utf8');
-            if (again === text) break;
-            text = again;
-          }
-          const byPoint = new Map<string, MountDetails>();
-          for (const m of parseMountDetails(text)) byPoint.set(m.mountPoint, m); // later lines are mounted on top: the last one is what is seen
-          last = { text, mounts: byPoint };
-        }
-        return new Pass(opts, memo, last.mounts, undefined);
+        return new Pass(opts, memo, (await reader.current()).view(detailsByPoint), undefined);
       } catch (e) {
-        last = undefined;
-        const why = `cannot read ${path}: ${describeFsError(e, 'short')}`;
+        const why = `cannot read ${reader.path}: ${describeFsError(e, 'short')}`;
         opts.onError?.(why);
         return new Pass(opts, memo, undefined, why);
       }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { createHealthChecker } from '../../src/health/check.ts';
+import { MountTableReader } from '../../src/host/mount-snapshot.ts';
 import { checkPVs, HealthLedger, HealthMonitor } from '../../src/health/monitor.ts';
 import type { HealthCheckInput, HealthChecker, HealthPass } from '../../src/health/types.ts';
 import type { ClassConfig } from '../../src/config/types.ts';
@@ -145,5 +146,48 @@ describe('checkPVs and the monitor over an unchanged host', () => {
     expect(checks() - before).toBe(n); // a new table: every volume checked once against it
     expect(await m.pass()).toMatchObject({ checked: n, changed: 0 });
     expect(recorder.events).toHaveLength(1);
+  });
+});
+
+describe('MountTableReader: one read of the mount table per period for discovery and the health pass', () => {
+  it('the first caller of a period reads (until stable), the others share it; an unchanged table: one read per period, parsed by nobody', async () => {
+    table([line(10, '/v/a')]);
+    const reader = new MountTableReader(mountinfo);
+    const checker = createHealthChecker({ mountTable: reader, sysfsRoot: sys });
+    let parses = 0;
+    const points = (text: string): number => (parses++, text.split('\n').length);
+
+    reader.newPeriod();
+    const s1 = await reader.current(); // discovery
+    s1.view(points);
+    await checker.beginPass(); // the health pass
+    expect(reader.reads).toBe(2); // read until two reads agree
+    for (let period = 0; period < 5; period++) {
+      reader.newPeriod();
+      const s = await reader.current();
+      expect(s).toBe(s1);
+      s.view(points);
+      await checker.beginPass();
+    }
+    expect(reader.reads).toBe(2 + 5);
+    expect(parses).toBe(1);
+
+    table([line(10, '/v/a'), line(11, '/v/b')]);
+    reader.newPeriod();
+    const p = await checker.beginPass(); // the health pass first this time; discovery shares its read
+    const s2 = await reader.current();
+    expect(s2).not.toBe(s1);
+    expect(reader.reads).toBe(7 + 2);
+    expect([...(await p.check(fsInput('/v/b'))).conditions]).toEqual([]);
+  });
+
+  it('a failed read is not kept for the period: the next caller reads again', async () => {
+    const later = join(dir, 'later');
+    const reader = new MountTableReader(later);
+    await expect(reader.current()).rejects.toThrow(/ENOENT/);
+    writeFileSync(later, `${line(10, '/v/a')}\n`);
+    const p = await createHealthChecker({ mountTable: reader }).beginPass();
+    expect(reader.reads).toBe(1 + 2);
+    expect([...(await p.check(fsInput('/v/gone'))).conditions.keys()]).toEqual(['missing']);
   });
 });
