@@ -13,6 +13,7 @@ import { checkPVs, HealthLedger, HealthMonitor } from '../../src/health/monitor.
 import type { HealthCheckInput, HealthChecker, HealthPass } from '../../src/health/types.ts';
 import type { ClassConfig } from '../../src/config/types.ts';
 import { DEFAULT_VOLUME_HEALTH } from '../../src/config/types.ts';
+import { ANN_VOLUME_IDENTITY } from '../../src/identity/identity.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { testConfig } from '../support/config.ts';
 import { testEnv } from '../support/env.ts';
@@ -95,7 +96,7 @@ describe('checkPVs and the monitor over an unchanged host', () => {
   const cls: ClassConfig = { hostDir: '/mnt/disks', mountDir: '/v', blockCleanerCommand: ['/scripts/quick_reset.sh'], volumeMode: 'Filesystem', namePattern: '*' };
   const lookup = (n: string): ClassConfig | undefined => (n === CLASS ? cls : undefined);
   const pv = (i: number): V1PersistentVolume => ({
-    metadata: { name: `pv-${i}`, uid: `uid-${i}`, annotations: { 'local.storage.k8s.io/identity': 'mount' } },
+    metadata: { name: `pv-${i}`, uid: `uid-${i}`, annotations: { [ANN_VOLUME_IDENTITY]: 'mount' } },
     spec: { storageClassName: CLASS, local: { path: `/mnt/disks/vol${i}` }, capacity: { storage: '1Gi' } },
     status: { phase: 'Available' },
   });
