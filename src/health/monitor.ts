@@ -94,12 +94,12 @@ interface Located {
   last?: CheckedPV;
 }
 
-const located = new WeakMap<V1PersistentVolume, Located>();
+const locatedByPV = new WeakMap<V1PersistentVolume, Located>();
 
 function locate(pv: V1PersistentVolume, lookupClass: (name: string) => ClassConfig | undefined, full: number | undefined): Located | undefined {
   const loc = volumeLocation(pv, lookupClass);
   if (loc === undefined) return undefined;
-  const l = located.get(pv);
+  const l = locatedByPV.get(pv);
   if (l !== undefined && l.cls === loc.cls && l.full === full) return l;
   const fresh: Located = {
     pv,
@@ -114,7 +114,7 @@ function locate(pv: V1PersistentVolume, lookupClass: (name: string) => ClassConf
       fullThresholdPercent: full,
     },
   };
-  located.set(pv, fresh);
+  locatedByPV.set(pv, fresh);
   return fresh;
 }
 
@@ -137,7 +137,7 @@ export class HealthPassAborted extends Error {
  * and Released PVs not being deleted. Also used by --dry-run.
  * With a signal: once it is aborted no further check is started (those in flight, at most
  * CHECKS_IN_FLIGHT, are awaited) and the pass throws HealthPassAborted, so a stopping controller
- * generation does not wait for a pass over every volume (a reload did: docs/performance.md §10).
+ * generation waits for the checks in flight, not for a pass over every volume.
  */
 export async function checkPVs(
   checker: HealthChecker,
