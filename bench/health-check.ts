@@ -6,6 +6,9 @@
 // - on: one health pass over the N volumes (beginPass: one mountinfo read with options; check() per PV, one at a time);
 // - on/64: the same with 64 checks in flight (what a monitor can do: the pass is safe to share);
 // - on+full/64: that with a `full` threshold (one statfs per PV more);
+// - idle: what the daemon does each idle period: one HealthMonitor pass over the same N PV objects, the
+//   monitor and its checker kept across passes (an answer that depends on the unchanged mount table alone
+//   is reused, issue 20);
 // CPU (process.cpuUsage, user+system) and wall time per pass, medians.
 // Syscalls per pass: when strace is installed, a child process runs K passes of
 // each mode under `strace -f -c`, and (calls at K passes - calls at 0 passes) / K
@@ -21,13 +24,20 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { V1PersistentVolume } from '@kubernetes/client-node';
+import type { ClassConfig } from '../src/config/types.ts';
 import { createHealthChecker } from '../src/health/check.ts';
+import { HealthLedger, HealthMonitor } from '../src/health/monitor.ts';
+import { ANN_VOLUME_IDENTITY } from '../src/identity/identity.ts';
+import { Metrics } from '../src/metrics/metrics.ts';
+import { silentLogger } from '../src/util/log.ts';
+import type { GenerationEnv } from '../src/volume/env.ts';
 import type { HealthCheckInput } from '../src/health/types.ts';
 import { readMountPoints } from '../src/host/mountinfo.ts';
 import { log, median, printSection, repoRoot, table, type Section } from './lib.ts';
 
-type Mode = 'none' | 'off' | 'on' | 'on/64' | 'on+full/64';
-const MODES: readonly Mode[] = ['off', 'on', 'on/64', 'on+full/64'];
+type Mode = 'none' | 'off' | 'on' | 'on/64' | 'on+full/64' | 'idle';
+const MODES: readonly Mode[] = ['off', 'on', 'on/64', 'on+full/64', 'idle'];
 /** How many checks the concurrent modes (".../64") keep in flight. */
 const CONCURRENCY = 64;
 
@@ -55,9 +65,46 @@ export function healthArgs(v: { 'health-sizes'?: string | undefined; 'health-pas
 const inputs = (paths: readonly string[], full: boolean): HealthCheckInput[] =>
   paths.map((path, i) => ({ pvName: `local-pv-${i}`, path, mode: 'Filesystem', recordedIdentity: 'mount', fullThresholdPercent: full ? 90 : undefined }));
 
+/** The idle mode's monitor per volume set: kept across passes, as the daemon keeps it between periods. */
+const idleMonitors = new Map<readonly string[], HealthMonitor>();
+
+/**
+ * What the daemon does each idle period at N healthy volumes: one HealthMonitor pass (checkPVs with 64 in
+ * flight, the ledger, the gauge) over the same N PV objects, with the monitor and its checker kept from
+ * the previous pass; the API and the recorder are no-ops (an idle pass sends nothing).
+ */
+function idleMonitor(paths: readonly string[]): HealthMonitor {
+  let m = idleMonitors.get(paths);
+  if (m !== undefined) return m;
+  const root = dirname(paths[0] ?? '/');
+  const cls: ClassConfig = { hostDir: root, mountDir: root, blockCleanerCommand: ['/bin/true'], volumeMode: 'Filesystem', namePattern: '*' };
+  const pvs: V1PersistentVolume[] = paths.map((path, i) => ({
+    metadata: { name: `local-pv-${i}`, uid: `uid-${i}`, annotations: { [ANN_VOLUME_IDENTITY]: 'mount' } },
+    spec: { storageClassName: 'bench', local: { path }, capacity: { storage: '1Mi' } },
+    status: { phase: 'Available' },
+  }));
+  const env = {
+    config: { storageClassMap: { bench: cls } },
+    lookupClass: (c: string) => (c === 'bench' ? cls : undefined),
+    node: { metadata: { name: 'bench-node', uid: 'bench-uid' } },
+    recorder: { event: () => undefined },
+    metrics: new Metrics({ defaultMetrics: false }),
+    logger: silentLogger,
+    now: Date.now,
+  } as unknown as GenerationEnv;
+  m = new HealthMonitor(env, { checker: createHealthChecker(), pvs: { list: () => [...pvs] }, ledger: new HealthLedger() });
+  idleMonitors.set(paths, m);
+  return m;
+}
+
 /** One pass of a mode; returns the number of abnormal volumes found (so the work is not optimised away). */
 async function onePass(mode: Mode, paths: readonly string[]): Promise<number> {
   if (mode === 'none') return 0;
+  if (mode === 'idle') {
+    const r = await idleMonitor(paths).pass();
+    if (r.checked !== paths.length) throw new Error(`idle: ${r.checked} of ${paths.length} volumes checked`);
+    return r.changed;
+  }
   if (mode === 'off') return (await readMountPoints()).size > 0 ? 0 : 1;
   const pass = await createHealthChecker().beginPass();
   let abnormal = 0;

@@ -24,6 +24,7 @@ import { createHealthChecker } from '../health/check.ts';
 import { HealthLedger, HealthMonitor } from '../health/monitor.ts';
 import type { HealthChecker } from '../health/types.ts';
 import { DeviceLinker } from '../devices/linker.ts';
+import { MountTableReader } from '../host/mount-snapshot.ts';
 import { DeviceLinkStore } from '../devices/link-store.ts';
 import { provisionerName } from '../volume/naming.ts';
 import type { EventRecorder, ObjectRef } from '../kube/events.ts';
@@ -223,18 +224,22 @@ export async function startController(
     cleanerRegistry: pc.cleanerRegistry,
     onChange: () => waker.kick(),
   });
+  // One read of the mount table per period for discovery and the health pass (not the deleter: it reads afresh).
+  const mountTable = new MountTableReader(pc.mountInfoPath);
   const discoverer = new Discoverer(env, {
     pvCache,
     storageClasses: pc.scInformer,
     cleanupTracker: tracker,
     signal: abort.signal,
     extraLabels: pc.extraPVLabels,
+    mountTable,
   });
 
   const health = new HealthMonitor(env, {
-    checker: pc.healthChecker ?? createHealthChecker({ mountInfoPath: pc.mountInfoPath }),
+    checker: pc.healthChecker ?? createHealthChecker({ mountTable }),
     pvs: pvCache,
     ledger: pc.healthLedger ?? new HealthLedger(),
+    signal: abort.signal,
   });
   const linker = new DeviceLinker(env, {
     pvs: pvCache,
@@ -261,6 +266,7 @@ export async function startController(
       // Raw disks of deviceSelector classes are linked (or unlinked) before discovery looks at the dirs.
       await linker.sync();
       if (abort.signal.aborted) break;
+      mountTable.newPeriod();
       try {
         const r = await discoverer.discover();
         if (!abort.signal.aborted) pc.readiness.set(r.ready, r.errors.join('; '));

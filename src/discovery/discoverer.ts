@@ -47,7 +47,8 @@ import { isAlreadyExists, isForbidden, isNotFound } from '../kube/port.ts';
 import { KeyedBackoff, type BackoffOptions } from '../util/backoff.ts';
 import { globSyntaxError, matchesNamePattern } from '../util/glob.ts';
 import { mountDirProblem } from '../host/host-mounts.ts';
-import { DEFAULT_MOUNTINFO_PATH, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
+import { DEFAULT_MOUNTINFO_PATH, parseMountInfo, parseMountPropagation, readMountPoints, readMountPropagation, type MountPropagation } from '../host/mountinfo.ts';
+import type { MountTableReader } from '../host/mount-snapshot.ts';
 import { blockDeviceCapacity, detectVolumeMode, filesystemCapacity } from '../host/stat.ts';
 import { blockDeviceUsage, readBlockHostFacts, type BlockHostFacts, type BlockHostFactsOptions, type BlockUsageOptions } from '../host/block-usage.ts';
 import { discoveredVolumes, discoveryDirProblem, volumeHolding, volumeHoldingMount } from '../host/volume-nesting.ts';
@@ -92,6 +93,8 @@ export interface DiscovererOptions {
   readonly extraLabels?: Readonly<Record<string, string>> | undefined;
   /** Host facts of the block-device-in-use check (tests point them elsewhere; sysRoot above is shared). */
   readonly blockUsage?: (BlockHostFactsOptions & Pick<BlockUsageOptions, 'heldExclusively'>) | undefined;
+  /** The mount table of the discovery period, shared with the health pass (default: read by each pass itself). */
+  readonly mountTable?: MountTableReader | undefined;
 }
 
 export interface DiscoveryResult {
@@ -450,9 +453,15 @@ export class Discoverer {
         return undefined;
       }
       const mountInfoPath = this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
-      pass.mountPoints ??= readMountPoints(mountInfoPath, {
-        onMalformed: (n) => this.#log.warn({ path: mountInfoPath }, `skipped ${n} malformed line(s) in ${mountInfoPath}`),
-      });
+      const onMalformed = (n: number): void => this.#log.warn({ path: mountInfoPath }, `skipped ${n} malformed line(s) in ${mountInfoPath}`);
+      const shared = this.#o.mountTable;
+      pass.mountPoints ??= shared
+        ? shared.current().then((snap) => {
+            const parsed = snap.view(parseMountInfo);
+            if (parsed.malformed > 0) onMalformed(parsed.malformed);
+            return parsed.mountPoints;
+          })
+        : readMountPoints(mountInfoPath, { onMalformed });
       let mountPoints: Set<string>;
       try {
         mountPoints = await pass.mountPoints;
@@ -586,7 +595,8 @@ export class Discoverer {
   /** The mount table with propagation tags, read at most once per pass; undefined when it cannot be read. */
   #mountTable(pass: Pass): Promise<MountPropagation[] | undefined> {
     const path = this.#env.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
-    pass.mountTable ??= readMountPropagation(path).catch((err: unknown) => {
+    const shared = this.#o.mountTable;
+    pass.mountTable ??= (shared ? shared.current().then((snap) => snap.view(parseMountPropagation)) : readMountPropagation(path)).catch((err: unknown) => {
       this.#log.warn({ path, err: err }, `cannot read ${path} to check the classes' hostPath mounts`);
       return undefined;
     });

@@ -34,6 +34,7 @@
 import { readFile, stat, statfs } from 'node:fs/promises';
 import { sourceDevice, type FsUuidOptions } from '../host/fs-uuid.ts';
 import { DEFAULT_MOUNTINFO_PATH, parseMountDetails, type MountDetails } from '../host/mountinfo.ts';
+import { MountTableReader } from '../host/mount-snapshot.ts';
 import { deviceNumbers } from '../host/stat.ts';
 import { identityMismatch, identityUuid, mountFsUuid, type DirectoryFs, type PathKind } from '../identity/identity.ts';
 import { describeFsError, errorMessage } from '../util/errors.ts';
@@ -42,6 +43,8 @@ import type { HealthCheckInput, HealthChecker, HealthCondition, HealthPass, Volu
 export interface HealthCheckerOptions extends FsUuidOptions {
   /** Default /proc/self/mountinfo. */
   readonly mountInfoPath?: string | undefined;
+  /** The mount table of the discovery period, shared with discovery (its path wins over mountInfoPath). */
+  readonly mountTable?: MountTableReader | undefined;
   /** Why a pass or a check could not look at something (the result is then empty for it). */
   readonly onError?: ((message: string) => void) | undefined;
 }
@@ -110,17 +113,36 @@ async function deviceFacts(sys: string, major: number, minor: number): Promise<D
 
 const devLabel = (f: DeviceFacts, major: number, minor: number): string => (f.name === undefined ? `${major}:${minor}` : `${f.name} (${major}:${minor})`);
 
+/**
+ * A Filesystem volume's last answer, by input object (checkPVs keeps one input object per PV object): while the
+ * mount table is unchanged (the same MountDetails object at the path, or still none), a volume that needs no
+ * read besides the table (no block device beneath, no recorded UUID, no `full` threshold) has the same answer.
+ */
+type Memo = WeakMap<HealthCheckInput, { readonly m: MountDetails | undefined; readonly health: VolumeHealth }>;
+
+/** True when a Filesystem volume's answer depends on the mount table's line alone (see Memo). */
+function tableOnly(input: HealthCheckInput, m: MountDetails | undefined): boolean {
+  if (m === undefined) return true; // missing
+  if (input.fullThresholdPercent !== undefined) return false;
+  if (input.recordedIdentity !== undefined && identityUuid(input.recordedIdentity) !== undefined) return false;
+  if (m.fsType === 'btrfs') return false;
+  const major = Number(m.devno.split(':')[0]);
+  return !(major > 0);
+}
+
 class Pass implements HealthPass {
   readonly #o: HealthCheckerOptions;
   readonly #sys: string;
+  readonly #memo: Memo;
   readonly #mounts: ReadonlyMap<string, MountDetails> | undefined;
   readonly #mountError: string | undefined;
   readonly #devices = new Map<string, Promise<DeviceFacts>>();
   readonly #uuids = new Map<string, Promise<DirectoryFs>>();
   readonly #btrfsSources = new Map<string, Promise<{ major: number; minor: number } | undefined>>();
 
-  constructor(o: HealthCheckerOptions, mounts: ReadonlyMap<string, MountDetails> | undefined, mountError: string | undefined) {
+  constructor(o: HealthCheckerOptions, memo: Memo, mounts: ReadonlyMap<string, MountDetails> | undefined, mountError: string | undefined) {
     this.#o = o;
+    this.#memo = memo;
     this.#sys = o.sysfsRoot ?? '/sys';
     this.#mountError = mountError;
     this.#mounts = mounts;
@@ -165,15 +187,29 @@ class Pass implements HealthPass {
     return { major, minor };
   }
 
+  known(input: HealthCheckInput): VolumeHealth | undefined {
+    if (input.mode === 'Block' || this.#mounts === undefined) return undefined;
+    const memo = this.#memo.get(input);
+    return memo !== undefined && memo.m === this.#mounts.get(input.path) ? memo.health : undefined;
+  }
+
   async check(input: HealthCheckInput): Promise<VolumeHealth> {
+    const known = this.known(input);
+    if (known !== undefined) return known;
     const conditions = new Map<HealthCondition, string>();
     try {
       if (input.mode === 'Block') await this.#block(input, conditions);
       else await this.#filesystem(input, conditions);
     } catch (e) {
       this.#o.onError?.(`health check of PV ${JSON.stringify(input.pvName)} at ${JSON.stringify(input.path)} failed: ${errorMessage(e)}`);
+      return { conditions };
     }
-    return { conditions };
+    const health: VolumeHealth = { conditions };
+    if (input.mode !== 'Block' && this.#mounts !== undefined) {
+      const m = this.#mounts.get(input.path);
+      if (tableOnly(input, m)) this.#memo.set(input, { m, health });
+    }
+    return health;
   }
 
   async #block(input: HealthCheckInput, out: Map<HealthCondition, string>): Promise<void> {
@@ -270,35 +306,33 @@ class Pass implements HealthPass {
   }
 }
 
+/** A mount table's lines by mount point; later lines are mounted on top: the last one is what is seen. */
+function detailsByPoint(text: string): ReadonlyMap<string, MountDetails> {
+  const byPoint = new Map<string, MountDetails>();
+  for (const m of parseMountDetails(text)) byPoint.set(m.mountPoint, m);
+  return byPoint;
+}
+
 /**
- * A checker: each beginPass() reads the mount table once; the pass answers check() per PV from it. The
- * table is read until two reads agree, as everywhere else, except that a read equal to the previous
- * pass's table is taken at once (it is a whole table: the one already parsed), so a pass of a quiet host
- * costs one read of /proc/self/mountinfo and no parse.
+ * A checker: each beginPass() takes the mount table of the period (opts.mountTable: the one discovery
+ * read, or read now) and the pass answers check() per PV from it. The table is read until two reads
+ * agree, except that a read equal to the table held already is taken at once, and a text parsed
+ * before is not parsed again: a pass of a quiet host costs at most one read of /proc/self/mountinfo and
+ * no parse (src/host/mount-snapshot.ts).
  */
 export function createHealthChecker(opts: HealthCheckerOptions = {}): HealthChecker {
-  let last: { text: string; mounts: ReadonlyMap<string, MountDetails> } | undefined;
+  const own = opts.mountTable === undefined ? new MountTableReader(opts.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH) : undefined;
+  const memo: Memo = new WeakMap();
   return {
     async beginPass(): Promise<HealthPass> {
-      const path = opts.mountInfoPath ?? DEFAULT_MOUNTINFO_PATH;
+      const reader = opts.mountTable ?? own!;
+      own?.newPeriod();
       try {
-        let text = await readFile(path, 'utf8');
-        if (last === undefined || text !== last.text) {
-          for (let attempt = 0; attempt < 2; attempt++) {
-            const again = await readFile(path, 'utf8');
-            if (again === text) break;
-            text = again;
-          }
-          const byPoint = new Map<string, MountDetails>();
-          for (const m of parseMountDetails(text)) byPoint.set(m.mountPoint, m); // later lines are mounted on top: the last one is what is seen
-          last = { text, mounts: byPoint };
-        }
-        return new Pass(opts, last.mounts, undefined);
+        return new Pass(opts, memo, (await reader.current()).view(detailsByPoint), undefined);
       } catch (e) {
-        last = undefined;
-        const why = `cannot read ${path}: ${describeFsError(e, 'short')}`;
+        const why = `cannot read ${reader.path}: ${describeFsError(e, 'short')}`;
         opts.onError?.(why);
-        return new Pass(opts, undefined, why);
+        return new Pass(opts, memo, undefined, why);
       }
     },
   };

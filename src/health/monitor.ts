@@ -34,7 +34,7 @@ import { errorMessage } from '../util/errors.ts';
 import { formatDuration } from '../util/duration.ts';
 import type { Logger } from '../util/log.ts';
 import type { GenerationEnv } from '../volume/env.ts';
-import type { HealthChecker, HealthCondition, VolumeHealth } from './types.ts';
+import type { HealthCheckInput, HealthChecker, HealthCondition, VolumeHealth } from './types.ts';
 
 /** PV and Pod Events per pass at most (PVC Events are not counted: they are always sent). */
 export const DEFAULT_EVENT_BUDGET = 10;
@@ -83,42 +83,99 @@ export interface CheckedPV {
 /** How many volumes one pass checks at the same time. */
 const CHECKS_IN_FLIGHT = 64;
 
+/** A located PV with its check input, kept per PV object (and class config and threshold) across passes. */
+interface Located {
+  readonly pv: V1PersistentVolume;
+  readonly className: string;
+  readonly cls: ClassConfig;
+  readonly full: number | undefined;
+  readonly input: HealthCheckInput;
+  /** The last result made of it: returned again while the check answers with the same object. */
+  last?: CheckedPV;
+}
+
+const locatedByPV = new WeakMap<V1PersistentVolume, Located>();
+
+function locate(pv: V1PersistentVolume, lookupClass: (name: string) => ClassConfig | undefined, full: number | undefined): Located | undefined {
+  const loc = volumeLocation(pv, lookupClass);
+  if (loc === undefined) return undefined;
+  const l = locatedByPV.get(pv);
+  if (l !== undefined && l.cls === loc.cls && l.full === full) return l;
+  const fresh: Located = {
+    pv,
+    className: loc.className,
+    cls: loc.cls,
+    full,
+    input: {
+      pvName: pv.metadata?.name ?? '',
+      path: loc.path,
+      mode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem',
+      recordedIdentity: recordedIdentity(pv),
+      fullThresholdPercent: full,
+    },
+  };
+  locatedByPV.set(pv, fresh);
+  return fresh;
+}
+
+/** The CheckedPV of a located PV and its health: the previous one when the health is the same object. */
+function checkedOf(l: Located, health: VolumeHealth): CheckedPV {
+  if (l.last?.health !== health) l.last = { pv: l.pv, className: l.className, cls: l.cls, health };
+  return l.last;
+}
+
+/** Thrown by checkPVs when its signal is aborted: the pass started no check after the abort. */
+export class HealthPassAborted extends Error {
+  constructor() {
+    super('the volume health pass was aborted');
+    this.name = 'HealthPassAborted';
+  }
+}
+
 /**
  * Checks the PVs that can be located (volumeLocation) in one pass of the checker: Available, Bound
  * and Released PVs not being deleted. Also used by --dry-run.
+ * With a signal: once it is aborted no further check is started (those in flight, at most
+ * CHECKS_IN_FLIGHT, are awaited) and the pass throws HealthPassAborted, so a stopping controller
+ * generation waits for the checks in flight, not for a pass over every volume.
  */
-
 export async function checkPVs(
   checker: HealthChecker,
   pvs: readonly V1PersistentVolume[],
   lookupClass: (name: string) => ClassConfig | undefined,
   settings: VolumeHealthConfig,
+  signal?: AbortSignal,
 ): Promise<CheckedPV[]> {
+  if (signal?.aborted) throw new HealthPassAborted();
   const wanted = pvs.filter((pv) => pv.metadata?.deletionTimestamp === undefined && CHECKED_PHASES.has(pv.status?.phase ?? ''));
   if (wanted.length === 0) return [];
   const pass = await checker.beginPass();
-  const located = wanted.flatMap((pv) => {
-    const loc = volumeLocation(pv, lookupClass);
-    return loc === undefined ? [] : [{ pv, loc }];
-  });
+  if (signal?.aborted) throw new HealthPassAborted();
+  const located: Located[] = [];
+  for (const pv of wanted) {
+    const l = locate(pv, lookupClass, settings.fullThresholdPercent);
+    if (l !== undefined) located.push(l);
+  }
+  // What the checker knows without a read (the same input, nothing it depends on changed) is taken at
+  // once: an idle pass over tmpfs volumes then allocates nothing per PV (docs/performance.md §10).
+  const out: CheckedPV[] = new Array<CheckedPV>(located.length);
+  const todo: number[] = [];
+  for (let i = 0; i < located.length; i++) {
+    const health = pass.known?.(located[i]!.input);
+    if (health === undefined) todo.push(i);
+    else out[i] = checkedOf(located[i]!, health);
+  }
   // Up to CHECKS_IN_FLIGHT checks at a time: at 2,000 volumes a pass costs about half the CPU of one
   // check after the other (bench/health-check.ts, docs/performance.md §10); results keep the PVs' order.
-  const out: CheckedPV[] = new Array<CheckedPV>(located.length);
   let next = 0;
   const worker = async (): Promise<void> => {
-    for (let i = next++; i < located.length; i = next++) {
-      const { pv, loc } = located[i]!;
-      const health = await pass.check({
-        pvName: pv.metadata?.name ?? '',
-        path: loc.path,
-        mode: pv.spec?.volumeMode === 'Block' ? 'Block' : 'Filesystem',
-        recordedIdentity: recordedIdentity(pv),
-        fullThresholdPercent: settings.fullThresholdPercent,
-      });
-      out[i] = { pv, className: loc.className, cls: loc.cls, health };
+    for (let k = next++; k < todo.length && signal?.aborted !== true; k = next++) {
+      const i = todo[k]!;
+      out[i] = checkedOf(located[i]!, await pass.check(located[i]!.input));
     }
   };
-  await Promise.all(Array.from({ length: Math.min(CHECKS_IN_FLIGHT, located.length) }, worker));
+  await Promise.all(Array.from({ length: Math.min(CHECKS_IN_FLIGHT, todo.length) }, worker));
+  if (signal?.aborted) throw new HealthPassAborted();
   return out;
 }
 
@@ -136,11 +193,20 @@ interface Tracked {
   /** The gauge's label set of this PV without `condition` (as JSON, to compare) and the conditions it has series for. */
   seriesBase: string;
   readonly exported: Set<HealthCondition>;
+  /** The number of the last pass that saw this PV (HealthLedger.passes). */
+  seen: number;
+  /**
+   * The result and settings the last pass recorded and reported completely (conditions, series, label in
+   * sync): a pass with the very same objects has nothing to do for this PV.
+   */
+  settled?: { readonly checked: CheckedPV; readonly settings: VolumeHealthConfig } | undefined;
 }
 
 /** Per-PV health state, by PV UID, of process scope (outlives controller generations). */
 export class HealthLedger {
   readonly byUid = new Map<string, Tracked>();
+  /** Passes that recorded something (numbers Tracked.seen). */
+  passes = 0;
 }
 
 export interface HealthMonitorOptions {
@@ -150,6 +216,13 @@ export interface HealthMonitorOptions {
   readonly ledger: HealthLedger;
   /** PV and Pod Events per pass at most (default DEFAULT_EVENT_BUDGET). */
   readonly eventBudget?: number | undefined;
+  /**
+   * The generation's stop signal. An abort during the checks ends the pass before it changes anything
+   * (ledger, gauge, Events, labels: the next generation's pass finds the same changes and reports them
+   * once); an abort after the checks lets the changes be recorded and reported (they are in the
+   * ledger, so the next generation would miss them otherwise) but deletes no further PV.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** What one pass did (tests, logs). */
@@ -159,6 +232,8 @@ export interface HealthPassResult {
   /** PV and Pod Events left out over the budget (summed up on the Node). */
   readonly suppressed: number;
   readonly deleted: readonly string[];
+  /** True when the signal ended the pass during the checks: nothing was recorded or reported. */
+  readonly aborted?: boolean;
 }
 
 interface Change {
@@ -187,28 +262,36 @@ export class HealthMonitor {
     const settings = this.#env.config.volumeHealth ?? DEFAULT_VOLUME_HEALTH;
     const idle: HealthPassResult = { checked: 0, changed: 0, suppressed: 0, deleted: [] };
     if (!settings.enabled) {
-      this.#forget(new Set());
+      this.#forget(-1);
       return idle;
     }
     let checked: CheckedPV[];
     try {
-      checked = await checkPVs(this.#o.checker, this.#o.pvs.list(), this.#env.lookupClass, settings);
+      checked = await checkPVs(this.#o.checker, this.#o.pvs.list(), this.#env.lookupClass, settings, this.#o.signal);
     } catch (err) {
+      if (err instanceof HealthPassAborted) {
+        this.#log.debug('volume health pass abandoned: the controller generation is stopping');
+        return { ...idle, aborted: true };
+      }
       this.#log.error({ err }, 'volume health check failed');
       return idle;
     }
     const now = this.#env.now();
     const ledger = this.#o.ledger.byUid;
     const changes: Change[] = [];
-    const seen = new Set<string>();
+    const stamp = ++this.#o.ledger.passes;
     for (const c of checked) {
       const uid = c.pv.metadata?.uid ?? '';
-      seen.add(uid);
       let t = ledger.get(uid);
       if (t === undefined) {
-        t = { name: c.pv.metadata?.name ?? '', conditions: new Map(), seriesBase: '', exported: new Set() };
+        t = { name: c.pv.metadata?.name ?? '', conditions: new Map(), seriesBase: '', exported: new Set(), seen: stamp };
         ledger.set(uid, t);
       }
+      t.seen = stamp;
+      // The same PV object, the same check result and the same settings as a pass that left everything in
+      // sync: no change, the same series and label (the idle case: no allocation per PV).
+      if (t.settled?.checked === c && t.settled.settings === settings) continue;
+      t.settled = undefined;
       const next = new Map<HealthCondition, { since: number; message: string }>();
       for (const [cond, message] of c.health.conditions) next.set(cond, { since: t.conditions.get(cond)?.since ?? now, message });
       const before = [...t.conditions.keys()];
@@ -216,18 +299,21 @@ export class HealthMonitor {
       t.conditions = next;
       if (changed) changes.push({ checked: c, tracked: t, before });
       this.#updateSeries(c, t);
-      if (settings.annotatePVs || c.pv.metadata?.labels?.[LABEL_VOLUME_HEALTH] !== undefined) await this.#annotate(c, t, settings.annotatePVs);
+      let inSync = true;
+      if (settings.annotatePVs || c.pv.metadata?.labels?.[LABEL_VOLUME_HEALTH] !== undefined) inSync = await this.#annotate(c, t, settings.annotatePVs);
+      // A change is settled once reported (below); a label patched (or not patched: failed) is looked at again.
+      if (inSync) t.settled = { checked: c, settings };
     }
-    this.#forget(seen);
+    this.#forget(stamp);
     const suppressed = await this.#report(changes);
     const deleted = await this.#applyPolicy(checked, now);
     return { checked: checked.length, changed: changes.length, suppressed, deleted };
   }
 
-  /** Drops the state and the gauge series of every tracked PV not in `keep` (gone, or the monitor is off). */
-  #forget(keep: ReadonlySet<string>): void {
+  /** Drops the state and the gauge series of every tracked PV not seen by pass `stamp` (gone, or the monitor is off: -1). */
+  #forget(stamp: number): void {
     for (const [uid, t] of this.#o.ledger.byUid) {
-      if (keep.has(uid)) continue;
+      if (t.seen === stamp) continue;
       this.#removeSeries(t);
       this.#o.ledger.byUid.delete(uid);
     }
@@ -261,13 +347,13 @@ export class HealthMonitor {
     for (const condition of t.exported) this.#env.metrics.volumeHealthAbnormal.set({ ...base, condition }, t.conditions.has(condition) ? 1 : 0);
   }
 
-  /** Label and annotation on the PV (annotatePVs); removed again when annotatePVs is turned off. */
-  async #annotate(c: CheckedPV, t: Tracked, on: boolean): Promise<void> {
+  /** Label and annotation on the PV (annotatePVs); removed again when annotatePVs is turned off. True: they were right already. */
+  async #annotate(c: CheckedPV, t: Tracked, on: boolean): Promise<boolean> {
     const name = t.name;
     const labelValue = on ? (t.conditions.size === 0 ? HEALTHY_LABEL_VALUE : [...t.conditions.keys()].join('.')) : undefined;
     const annValue = on ? (t.conditions.size === 0 ? '' : describeConditions(t.conditions)) : undefined;
     const meta = c.pv.metadata;
-    if (meta?.labels?.[LABEL_VOLUME_HEALTH] === labelValue && meta?.annotations?.[ANN_VOLUME_HEALTH] === annValue) return;
+    if (meta?.labels?.[LABEL_VOLUME_HEALTH] === labelValue && meta?.annotations?.[ANN_VOLUME_HEALTH] === annValue) return true;
     // A JSON merge patch: null removes the key.
     const patch = { metadata: { labels: { [LABEL_VOLUME_HEALTH]: labelValue ?? null }, annotations: { [ANN_VOLUME_HEALTH]: annValue ?? null } } };
     try {
@@ -275,6 +361,7 @@ export class HealthMonitor {
     } catch (err) {
       if (!isNotFound(err)) this.#log.warn({ err, pv: name }, 'cannot write the volume health label onto the PV (volumeHealth.annotatePVs needs persistentvolumes patch)');
     }
+    return false;
   }
 
   /** Events for the changes of this pass; returns how many PV/Pod Events were left out over the budget. */
@@ -369,6 +456,7 @@ export class HealthMonitor {
   async #applyPolicy(checked: readonly CheckedPV[], now: number): Promise<string[]> {
     const deleted: string[] = [];
     for (const c of checked) {
+      if (this.#o.signal?.aborted) break; // the next generation's pass goes on (the ledger keeps `since`)
       const pv = c.pv;
       if (pv.status?.phase !== 'Available') continue; // never Bound or Released (see the header)
       const uid = pv.metadata?.uid ?? '';

@@ -49,4 +49,10 @@ export interface HealthChecker {
 export interface HealthPass {
   /** Never throws: a failure to read is itself a condition or an empty result with a logged reason. */
   check(input: HealthCheckInput): Promise<VolumeHealth>;
+  /**
+   * The answer without any read, when it is known already: the same input object as in an earlier pass,
+   * and nothing it depends on can have changed (the same mount table, no device, UUID or capacity to
+   * read). The very object returned then, so a caller can tell "unchanged" by identity. Optional.
+   */
+  known?(input: HealthCheckInput): VolumeHealth | undefined;
 }

@@ -176,6 +176,9 @@ export class CreatedPVs {
   }
 }
 
+/** The PV objects whose "Added pv" line was written (by this generation's cache or an earlier one's). */
+const announced = new WeakSet<V1PersistentVolume>();
+
 /**
  * The PVs this provisioner owns, by name and by spec.local.path. Fed by the
  * informer's handlers, plus the CreatedPVs notes; `close()` unsubscribes (end of the generation).
@@ -255,7 +258,13 @@ export class PVCache implements PVIndex {
     this.#pvs.set(name, pv);
     this.#index(name, pv);
     if (old) this.#log.debug({ pv: name }, `Updated pv ${JSON.stringify(name)} to cache`);
-    else this.#log.info({ pv: name }, `Added pv ${JSON.stringify(name)} to cache`);
+    else if (!announced.has(pv)) {
+      // Once per PV object and process: a new generation's cache is filled from the process-scope informer,
+      // and 500 lines for PVs that did not change cost a reload ~150 ms of synchronous log writes on a loaded
+      // node (bench/reload-latency.ts, docs/performance.md §3).
+      announced.add(pv);
+      this.#log.info({ pv: name }, `Added pv ${JSON.stringify(name)} to cache`);
+    }
   }
 
   #remove(pv: V1PersistentVolume): void {

@@ -20,6 +20,8 @@ import type { Informer, Store } from '../../src/kube/informer.ts';
 import { KubeError } from '../../src/kube/port.ts';
 import { createInformer } from '../../src/kube/reflector.ts';
 import { Metrics } from '../../src/metrics/metrics.ts';
+import { MountTableReader } from '../../src/host/mount-snapshot.ts';
+import { createHealthChecker } from '../../src/health/check.ts';
 import { FakeKube } from '../support/fake-kube.ts';
 import { splitEnv, testCacheEnv, testEnv } from '../support/env.ts';
 import type { GenerationEnv } from '../../src/volume/env.ts';
@@ -313,6 +315,28 @@ describe('Discoverer', () => {
     await mounts(m1!, m2!);
     expect((await d.discover()).created).toEqual([generatePVName('mount2', 'test-node', 'sc1')]);
     expect(pvs()).toHaveLength(2);
+  });
+
+  it('with the period\'s shared mount table (MountTableReader): a pass that creates PVs and the health pass after it read the table once between them, parsed once', async () => {
+    const [m1, m2] = await dirs(join(root, 'sc1'), 'mount1', 'mount2');
+    await mounts(m1!);
+    const mountTable = new MountTableReader(mountinfo);
+    const d = discoverer(config({ sc1: cls('sc1') }), { mountTable });
+    const health = createHealthChecker({ mountTable });
+    mountTable.newPeriod();
+    expect((await d.discover()).created).toEqual([generatePVName('mount1', 'test-node', 'sc1')]);
+    const reads = mountTable.reads;
+    expect(reads).toBeGreaterThanOrEqual(2); // read until two reads agree
+    const pass = await health.beginPass();
+    expect(mountTable.reads).toBe(reads);
+    expect([...(await pass.check({ pvName: 'x', path: m1!, mode: 'Filesystem' })).conditions]).toEqual([]);
+    // Next period: the table changed (mount2 mounted): discovery sees it, the health pass shares the read.
+    await mounts(m1!, m2!);
+    mountTable.newPeriod();
+    expect((await d.discover()).created).toEqual([generatePVName('mount2', 'test-node', 'sc1')]);
+    const reads2 = mountTable.reads;
+    await health.beginPass();
+    expect(mountTable.reads).toBe(reads2);
   });
 
   it('a mount point with a space in its name is found (escaped in mountinfo)', async () => {

@@ -71,10 +71,10 @@ function putPod(ns: string, name: string, claimName: string, phase = 'Running'):
   return pod;
 }
 
-function monitor(opts: { policy?: HealthPolicy; volumeHealth?: VolumeHealthConfig; budget?: number } = {}): HealthMonitor {
+function monitor(opts: { policy?: HealthPolicy; volumeHealth?: VolumeHealthConfig; budget?: number; signal?: AbortSignal } = {}): HealthMonitor {
   const config = testConfig({ [CLASS]: cls(opts.policy) }, opts.volumeHealth ? { volumeHealth: opts.volumeHealth } : {});
   const env = testEnv({ kube, recorder, metrics, config, now: () => clock });
-  return new HealthMonitor(env, { checker, pvs: { list: () => kube.objects('persistentvolumes') }, ledger, eventBudget: opts.budget });
+  return new HealthMonitor(env, { checker, pvs: { list: () => kube.objects('persistentvolumes') }, ledger, eventBudget: opts.budget, signal: opts.signal });
 }
 
 const events = (): string[] => recorder.events.map((e) => `${e.ref.kind}/${e.ref.namespace ? `${e.ref.namespace}/` : ''}${e.ref.name} ${e.type} ${e.reason}`);
@@ -360,5 +360,64 @@ describe('HealthMonitor: volumeHealth.annotatePVs', () => {
     await m.pass();
     await m.pass();
     expect(writes() + kube.count('list')).toBe(before);
+  });
+});
+
+describe('HealthMonitor: a stopping generation (its signal aborted) abandons the pass', () => {
+  it('an abort during a pass over 1,000 volumes with a slow check starts no check after it, and the aborted pass records and reports nothing', async () => {
+    const n = 1000;
+    for (let i = 0; i < n; i++) putPV(`vol${String(i).padStart(4, '0')}`, i % 2 === 0 ? 'Available' : 'Bound', i % 2 === 0 ? undefined : { ns: 'app', name: `c${i}` });
+    // Volumes that a finished pass would report (Events, gauge, a delete by the policy past its grace period).
+    checker.set('vol0000', { missing: 'gone' });
+    checker.set('vol0001', { 'read-only': 'ro' });
+    checker.set('vol0998', { missing: 'gone' });
+    const stop = new AbortController();
+    const abortAt = 100;
+    let startedAtAbort = -1;
+    // A slow check (answers one macrotask later); the abort comes from inside the 100th check, as a
+    // reload's stop() comes while checks are in flight.
+    const inner = checker.beginPass.bind(checker);
+    checker.beginPass = async () => {
+      const pass = await inner();
+      return {
+        check: async (input: HealthCheckInput) => {
+          const r = pass.check(input);
+          if (checker.inputs.length === abortAt) {
+            startedAtAbort = checker.inputs.length;
+            stop.abort();
+          }
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          return r;
+        },
+      };
+    };
+    const m = monitor({ signal: stop.signal, policy: { deleteMissingAvailable: true, gracePeriodMs: 0 } });
+    const r = await m.pass();
+    expect(startedAtAbort).toBe(abortAt);
+    // Not one check started after the abort (those in flight then, at most 64, were awaited).
+    expect(checker.inputs.length).toBe(startedAtAbort);
+    expect(r).toMatchObject({ checked: 0, changed: 0, deleted: [], aborted: true });
+    expect(recorder.events).toEqual([]);
+    expect(await gauge()).toEqual([]);
+    expect(ledger.byUid.size).toBe(0);
+    expect(writes()).toBe(0);
+
+    // The next generation (same process-scope ledger) finds the changes and reports them once.
+    checker.beginPass = inner;
+    const next = await monitor().pass();
+    expect(next).toMatchObject({ checked: n, changed: 3 });
+    expect(events().filter((e) => e.startsWith('PersistentVolumeClaim/')).sort()).toEqual(['PersistentVolumeClaim/app/c1 Warning VolumeConditionAbnormal']);
+    expect(await gauge()).toEqual(['pv-vol0000 fast missing / = 1', 'pv-vol0001 fast read-only app/c1 = 1', 'pv-vol0998 fast missing / = 1']);
+    expect((await monitor().pass()).changed).toBe(0);
+  });
+
+  it('an abort before the pass begins reads nothing', async () => {
+    putPV('vol1', 'Available');
+    const stop = new AbortController();
+    stop.abort();
+    const r = await monitor({ signal: stop.signal }).pass();
+    expect(r.aborted).toBe(true);
+    expect(checker.passes).toBe(0);
+    expect(ledger.byUid.size).toBe(0);
   });
 });

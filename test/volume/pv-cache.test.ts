@@ -1,4 +1,5 @@
 import type { V1Node, V1NodeSelectorTerm, V1PersistentVolume } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { nodeSelectorMatches } from '../../src/volume/node-affinity.ts';
 import { nodePVSelection, PVCache, pvOnThisNode } from '../../src/volume/pv-cache.ts';
@@ -298,5 +299,27 @@ describe('nodeSelectorMatches', () => {
     expect(nodeSelectorMatches(sel(both), node)).toBe(true);
     expect(nodeSelectorMatches(sel({ ...both, matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-b'] }] }), node)).toBe(false);
     expect(nodeSelectorMatches(sel({ matchFields: [{ key: 'metadata.uid', operator: 'In', values: ['node-a'] }] }), node)).toBe(false);
+  });
+});
+
+describe('PVCache: the "Added pv" log line', () => {
+  it('is written once per PV object and process: a reload\'s new cache over the same informer writes none for unchanged PVs, one for a PV that changed meanwhile', () => {
+    const inf = new ManualInformer();
+    for (let i = 0; i < 500; i++) inf.put(pv(`pv-${i}`, UID_NAME, `/mnt/disks/vol${i}`));
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(String((JSON.parse(s) as { msg: unknown }).msg)) });
+    const env = { ...testCacheEnv(NODE), logger };
+    const first = new PVCache(env, { informer: inf });
+    expect(lines.filter((l) => l.startsWith('Added pv'))).toHaveLength(500);
+    expect(first.list()).toHaveLength(500);
+    first.close();
+    lines.length = 0;
+    inf.put({ ...pv('pv-7', UID_NAME, '/mnt/disks/vol7'), status: { phase: 'Bound' } }); // changed while no cache listened
+    const second = new PVCache(env, { informer: inf });
+    expect(second.list()).toHaveLength(500);
+    expect(lines).toEqual(['Added pv "pv-7" to cache']);
+    inf.put(pv('pv-new', UID_NAME, '/mnt/disks/new'));
+    expect(lines).toEqual(['Added pv "pv-7" to cache', 'Added pv "pv-new" to cache']);
+    second.close();
   });
 });
