@@ -77,6 +77,12 @@ const leanClientNode: Plugin = {
  * "Start-up CPU"). esbuild's CommonJS interop reads a property only where the code uses it.
  */
 const BUILTINS = new Set(builtinModules.flatMap((m) => (m.startsWith('node:') ? [m] : [m, `node:${m}`])));
+/**
+ * Built-ins that dependencies require at their top level but use only on paths the daemon does not take at start
+ * (node:assert: sonic-boom and thread-stream check arguments with it, pino's JSON destination and transports;
+ * ~20 ms of CPU to load): loaded at their first use.
+ */
+const LAZY_BUILTINS = new Set(['node:assert']);
 const lazyBuiltins: Plugin = {
   name: 'lazy-builtins',
   setup(b) {
@@ -84,7 +90,11 @@ const lazyBuiltins: Plugin = {
       BUILTINS.has(args.path) ? { path: args.path.startsWith('node:') ? args.path : `node:${args.path}`, namespace: 'lsp-builtin' } : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'lsp-builtin' }, (args) => ({
-      contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});\n`,
+      contents: LAZY_BUILTINS.has(args.path)
+        ? // A function (node:assert is called) that loads the module at its first use.
+          `let m; const load = () => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}));\n` +
+          'module.exports = new Proxy(function lazyBuiltin() {}, { apply: (_, t, a) => Reflect.apply(load(), t, a), get: (_, k) => load()[k] });\n'
+        : `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});\n`,
       loader: 'js',
     }));
   },
