@@ -17,6 +17,7 @@
 // runs with --enable-source-maps (e.g. NODE_OPTIONS=--enable-source-maps), which
 // then maps stack traces back to src/*.ts.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 import { readPackageVersion } from '../src/util/version.ts';
@@ -68,6 +69,37 @@ const leanClientNode: Plugin = {
   },
 };
 
+/**
+ * Node's built-in modules are taken with `process.getBuiltinModule()` instead of an ES import. An ES import of a
+ * built-in makes Node build an ES facade of it, which reads every export, getters included: `node:http`'s
+ * WebSocket/CloseEvent/MessageEvent getters load Node's own undici, `node:tls`'s rootCertificates parses the
+ * bundled CA certificates, ~0.1-0.2 s of CPU at every start for code the daemon never runs (docs/performance.md §6,
+ * "Start-up CPU"). esbuild's CommonJS interop reads a property only where the code uses it.
+ */
+const BUILTINS = new Set(builtinModules.flatMap((m) => (m.startsWith('node:') ? [m] : [m, `node:${m}`])));
+/**
+ * Built-ins that dependencies require at their top level but use only on paths the daemon does not take at start
+ * (node:assert: sonic-boom and thread-stream check arguments with it, pino's JSON destination and transports;
+ * ~20 ms of CPU to load): loaded at their first use.
+ */
+const LAZY_BUILTINS = new Set(['node:assert']);
+const lazyBuiltins: Plugin = {
+  name: 'lazy-builtins',
+  setup(b) {
+    b.onResolve({ filter: /^[a-z0-9_:/]+$/ }, (args) =>
+      BUILTINS.has(args.path) ? { path: args.path.startsWith('node:') ? args.path : `node:${args.path}`, namespace: 'lsp-builtin' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lsp-builtin' }, (args) => ({
+      contents: LAZY_BUILTINS.has(args.path)
+        ? // A function (node:assert is called) that loads the module at its first use.
+          `let m; const load = () => (m ??= process.getBuiltinModule(${JSON.stringify(args.path)}));\n` +
+          'module.exports = new Proxy(function lazyBuiltin() {}, { apply: (_, t, a) => Reflect.apply(load(), t, a), get: (_, k) => load()[k] });\n'
+        : `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)});\n`,
+      loader: 'js',
+    }));
+  },
+};
+
 /** Oldest Node.js major the bundles run on (package.json engines). */
 const MIN_NODE_MAJOR = 24;
 
@@ -84,7 +116,7 @@ if (!(major >= ${MIN_NODE_MAJOR})) {
     'In a checkout: export PATH=$PWD/node_modules/.bin:$PATH (npm ci installs Node.js ${MIN_NODE_MAJOR} there), then run the same command again.\\n');
   process.exit(1);
 }
-// V8's code cache of the bundle in ${cacheDir} (docs/performance.md §6): compiled once (the image ships it
+// V8's code cache of the bundle in ${cacheDir} (docs/performance.md, section 6): compiled once (the image ships it
 // filled by warm-compile-cache.js), then read at each start. A directory that is read-only, missing or cannot be
 // created costs the cache, never the start. NODE_COMPILE_CACHE=<dir> moves it, NODE_DISABLE_COMPILE_CACHE=1 turns it off.
 try {
@@ -128,14 +160,14 @@ const result = await build({
   platform: 'node',
   target: 'node24',
   // Some CommonJS dependencies call require() at run time (optional modules in try/catch).
-  banner: { js: "import { createRequire as __lspCreateRequire } from 'node:module'; const require = __lspCreateRequire(import.meta.url);" },
+  banner: { js: "const require = process.getBuiltinModule('node:module').createRequire(import.meta.url);" },
   minifyWhitespace: true,
   minifySyntax: true,
   sourcemap: 'linked',
   sourcesContent: false,
   logLevel: 'warning',
   metafile: true,
-  plugins: [bakeVersion, leanClientNode],
+  plugins: [bakeVersion, leanClientNode, lazyBuiltins],
 });
 writeFileSync(join(outdir, 'main.js'), entryShim('local-volume-provisioner', './provisioner.js', COMPILE_CACHE_DIR), { mode: 0o755 });
 writeFileSync(join(outdir, 'warm-compile-cache.js'), warmScript());

@@ -42,6 +42,37 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     expect(all.filter((s) => /node_modules\/undici\//.test(s))).toEqual([]);
   });
 
+  // Start-up CPU (issue 20): what Node does with the bundle before the daemon runs a line of it.
+  it('is plain ASCII: one other character makes Node decode a whole chunk as UTF-16 at every start', () => {
+    for (const dir of [out, join(out, 'node-cleanup')]) {
+      for (const f of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
+        const text = readFileSync(join(dir, f), 'latin1');
+        const at = text.search(/[\u0080-\uffff]/);
+        expect(at === -1 ? '' : `${f}: ${JSON.stringify(text.slice(Math.max(0, at - 40), at + 10))}`).toBe('');
+      }
+    }
+  });
+
+  it("takes Node's built-in modules with process.getBuiltinModule: loading it loads neither Node's undici nor node:assert", () => {
+    // An ES import of a built-in makes Node read every export of it: node:http's WebSocket getter loads undici.
+    for (const dir of [out, join(out, 'node-cleanup')]) {
+      for (const f of readdirSync(dir).filter((n) => n.endsWith('.js') && n !== 'main.js' && n !== 'warm-compile-cache.js')) {
+        expect(readFileSync(join(dir, f), 'utf8').match(/\bfrom\s*"(node:[\w/]+|http|https|tls|net|dns|url|vm)"/g) ?? [], f).toEqual([]);
+      }
+    }
+    for (const bundle of ['provisioner.js', 'node-cleanup/node-cleanup.js']) {
+      const loaded = execFileSync(
+        process.execPath,
+        ['--input-type=module', '-e', `await import(${JSON.stringify(join(out, bundle))}); console.log(process.moduleLoadList.join('\\n'))`],
+        { cwd: repo, encoding: 'utf8' },
+      ).split('\n');
+      expect(loaded.filter((m) => /undici|rootCertificates|root_certificates/i.test(m)), bundle).toEqual([]);
+      // node:assert, required at the top of pino's sonic-boom and thread-stream, is loaded at its first call.
+      expect(loaded.filter((m) => /^NativeModule assert\b/.test(m)), bundle).toEqual([]);
+      expect(loaded.some((m) => /NativeModule https\b/.test(m)), `${bundle} loads https (the check itself works)`).toBe(true);
+    }
+  }, 60_000);
+
   it('prints the same --version and --help as the sources, for both daemons', () => {
     for (const [bundled, source] of [
       [join(out, 'main.js'), join(repo, 'src', 'main.ts')],

@@ -9,6 +9,34 @@ import { useTempDir } from '../support/tmp.ts';
 const repo = join(import.meta.dirname, '..', '..');
 
 describe('createLogger', () => {
+  const tmp = useTempDir('lsp-logcaller-');
+  it("names the caller's file:line in a plain Node process too, with and without --enable-source-maps (V8's call sites when nothing maps positions)", () => {
+    const dir = tmp();
+    const script = join(dir, 'caller-probe.mjs');
+    writeFileSync(
+      script,
+      [
+        `import { createLogger } from ${JSON.stringify(join(repo, 'src', 'util', 'log.ts'))};`,
+        "const log = createLogger({ format: 'text', write: (s) => process.stdout.write(s) }).child({ component: 'probe' });",
+        "log.info('at line 3');",
+        "async function later() { await null; log.warn('at line 4'); }",
+        'await later();',
+        "Error.prepareStackTrace = (e, sites) => `${e}\\n${sites.map((s) => `    at ${s}`).join('\\n')}`;",
+        "log.info('at line 7, with a foreign Error.prepareStackTrace');",
+        "console.log(typeof Error.prepareStackTrace, Error.stackTraceLimit);",
+      ].join('\n'),
+    );
+    for (const args of [[], ['--enable-source-maps']]) {
+      const r = spawnSync(process.execPath, [...args, script], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      const out = r.stdout.split('\n');
+      expect(out[0]).toMatch(/^I\d{4} [\d:.]{15} +\d+ caller-probe\.mjs:3\] at line 3 component="probe"$/);
+      expect(out[1]).toMatch(/^W\d{4} [\d:.]{15} +\d+ caller-probe\.mjs:4\] at line 4 component="probe"$/);
+      expect(out[2]).toMatch(/ caller-probe\.mjs:7\] at line 7, with a foreign Error\.prepareStackTrace component="probe"$/);
+      expect(out[3]).toBe('function 10'); // both restored
+    }
+  });
+
   it('writes level names, not numbers, in JSON', () => {
     const lines: string[] = [];
     const log = createLogger({ level: 'debug', format: 'json', write: (s) => lines.push(s) });
@@ -23,7 +51,7 @@ describe('createLogger', () => {
     const lines: string[] = [];
     const log = createLogger({ format: 'text', write: (s) => lines.push(s) });
     log.warn({ pv: 'local-pv-1', path: '/mnt/a b', n: 3, ok: true, obj: { a: 1 } }, 'path "/mnt/local-storage/notbindmount" is not a valid mount point');
-    const line = `${process.pid} log.test.ts:25] path "/mnt/local-storage/notbindmount" is not a valid mount point pv="local-pv-1" path="/mnt/a b" n=3 ok=true obj={"a":1}\n`;
+    const line = `${process.pid} log.test.ts:53] path "/mnt/local-storage/notbindmount" is not a valid mount point pv="local-pv-1" path="/mnt/a b" n=3 ok=true obj={"a":1}\n`;
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^W\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ /);
     expect(lines[0]?.slice(22)).toBe(`${' '.repeat(7 - String(process.pid).length)}${line}`);
