@@ -68,6 +68,38 @@ const leanClientNode: Plugin = {
   },
 };
 
+/**
+ * An ES module import of `node:http` (named or namespace: Node builds the module's whole export list) reads
+ * every property of the module, lazy getters included: `http.WebSocket`, `CloseEvent` and `MessageEvent` load
+ * Node's own bundled undici, which loads http2, zlib and worker_threads: +14 MiB of RSS in a bare process
+ * (docs/performance.md §6, "ESM imports of node:http"). The daemon uses none of them. So every ESM import of
+ * `http`/`node:http` in the bundle gets a facade that takes the module from `process.getBuiltinModule` and
+ * re-exports its plain properties (the list read here, at build time, from this Node.js), without those three
+ * getters. An import of one of them fails the build ("No matching export"), never the daemon at run time.
+ * CommonJS `require('http')` reads no getter and is left alone.
+ */
+const HTTP_LAZY_GETTERS: ReadonlySet<string> = new Set(['WebSocket', 'CloseEvent', 'MessageEvent']);
+function httpFacade(): string {
+  const names = Object.keys(Object.getOwnPropertyDescriptors(process.getBuiltinModule('node:http'))).filter(
+    (k) => !HTTP_LAZY_GETTERS.has(k) && /^[A-Za-z_$][\w$]*$/.test(k),
+  );
+  return [
+    "const http = process.getBuiltinModule('node:http');",
+    'export default http;',
+    ...names.map((k) => `export const ${k} = http.${k};`),
+    '',
+  ].join('\n');
+}
+const noEagerHttpGetters: Plugin = {
+  name: 'no-eager-http-getters',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+      args.kind === 'import-statement' || args.kind === 'dynamic-import' ? { path: 'node:http', namespace: 'http-facade' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'http-facade' }, () => ({ contents: httpFacade(), loader: 'js' }));
+  },
+};
+
 /** Oldest Node.js major the bundles run on (package.json engines). */
 const MIN_NODE_MAJOR = 24;
 
@@ -135,7 +167,7 @@ const result = await build({
   sourcesContent: false,
   logLevel: 'warning',
   metafile: true,
-  plugins: [bakeVersion, leanClientNode],
+  plugins: [bakeVersion, leanClientNode, noEagerHttpGetters],
 });
 writeFileSync(join(outdir, 'main.js'), entryShim('local-volume-provisioner', './provisioner.js', COMPILE_CACHE_DIR), { mode: 0o755 });
 writeFileSync(join(outdir, 'warm-compile-cache.js'), warmScript());

@@ -42,6 +42,23 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     expect(all.filter((s) => /node_modules\/undici\//.test(s))).toEqual([]);
   });
 
+  it("loading the provisioner's bundle does not load Node's own undici nor http2 (issue 20: ESM imports of node:http read its lazy WebSocket getters)", () => {
+    // Imports the bundle (its top level only: the shim's cli() is what starts the daemon) and lists the
+    // built-in modules Node has loaded; an http server and an https client must still work from the bundle.
+    const script = [
+      `await import(${JSON.stringify(join(out, 'provisioner.js'))});`,
+      "const loaded = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
+      "console.log(JSON.stringify(['internal/deps/undici/undici', 'http2', 'http', 'https'].filter((m) => loaded.includes(m))));",
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: repo, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop() ?? '[]')).toEqual(['http', 'https']);
+    // Every ESM import of http in the bundle goes through the facade (process.getBuiltinModule).
+    for (const f of readdirSync(out).filter((n) => n.endsWith('.js'))) {
+      expect(readFileSync(join(out, f), 'utf8'), f).not.toMatch(/\bfrom\s*"(node:)?http"/);
+    }
+  }, 60_000);
+
   it('prints the same --version and --help as the sources, for both daemons', () => {
     for (const [bundled, source] of [
       [join(out, 'main.js'), join(repo, 'src', 'main.ts')],
