@@ -2,8 +2,8 @@
 const UNITS: Record<string, number> = {
   ns: 1e-6,
   us: 1e-3,
-  'µs': 1e-3,
-  'μs': 1e-3,
+  '\u00b5s': 1e-3, // µs (micro sign)
+  '\u03bcs': 1e-3, // μs (Greek mu)
   ms: 1,
   s: 1000,
   m: 60_000,
@@ -46,7 +46,9 @@ export function parseDuration(input: string): number {
   if (s === '0') return 0;
   if (s === '') throw new Error(`invalid duration ${JSON.stringify(input)}`);
   let total = 0;
-  const re = /^(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/;
+  // µ and μ escaped: one character outside Latin-1 in a file makes V8 keep the whole bundle chunk's source
+  // two bytes per character (+0.75 MiB of heap; docs/performance.md §6, "The bundle's source in the heap").
+  const re = /^(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)/;
   while (s.length > 0) {
     const m = re.exec(s);
     if (!m) {

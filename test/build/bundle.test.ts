@@ -59,6 +59,13 @@ describe('the esbuild bundle (scripts/bundle.ts)', () => {
     }
   }, 60_000);
 
+  it('writes JavaScript with no character outside Latin-1 (V8 would keep that whole source two bytes per character)', () => {
+    for (const f of readdirSync(out, { recursive: true, encoding: 'utf8' }).filter((n) => n.endsWith('.js'))) {
+      const outside = [...readFileSync(join(out, f), 'utf8').matchAll(/.{0,40}[\u0100-\u{10ffff}].{0,10}/gu)].map((m) => m[0]);
+      expect(outside, f).toEqual([]);
+    }
+  });
+
   it('prints the same --version and --help as the sources, for both daemons', () => {
     for (const [bundled, source] of [
       [join(out, 'main.js'), join(repo, 'src', 'main.ts')],
