@@ -22,7 +22,10 @@
 //                           ['--footprint-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof']
 // A bundle spec is NAME=PATH[,cache=warm|cold|off]: V8's compile cache of that build (the shims of issue 20
 // enable it in dist/.compile-cache): warm (default) fills it first with dist/warm-compile-cache.js as the image
-// does, cold empties it before each start, off starts with NODE_DISABLE_COMPILE_CACHE=1.
+// does, cold empties it before each start, off starts with NODE_DISABLE_COMPILE_CACHE=1. Each env.KEY=VALUE sets
+// KEY for that build's daemon (and its cache warming) on top of the image's environment, e.g.
+// `b=dist/main.js,env.MALLOC_ARENA_MAX=2` or `env.NODE_OPTIONS=--max-semi-space-size=2` (replaces the Dockerfile's);
+// each arg=--FLAG adds a node flag after the ENTRYPOINT's (V8 flags that NODE_OPTIONS refuses, e.g. arg=--no-opt).
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -192,20 +195,35 @@ export interface Build {
   /** Absolute path of its dist/main.js. */
   readonly main: string;
   readonly cache: 'warm' | 'cold' | 'off';
+  /** Environment set for this build on top of the image's (env.KEY=VALUE options; NODE_OPTIONS replaces the image's). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Node flags for this build after the ENTRYPOINT's (arg=FLAG options). */
+  readonly nodeArgs?: readonly string[];
 }
 
-/** NAME=PATH[,cache=warm|cold|off] (see the header). */
+/** NAME=PATH[,cache=warm|cold|off][,env.KEY=VALUE ...][,arg=FLAG ...] (see the header). */
 export function parseBuild(spec: string): Build {
   const [head = '', ...opts] = spec.split(',');
   const eq = head.indexOf('=');
-  if (eq <= 0 || eq === head.length - 1) throw new Error(`--footprint-bundle ${JSON.stringify(spec)}: expected NAME=PATH[,cache=warm|cold|off]`);
+  if (eq <= 0 || eq === head.length - 1) throw new Error(`--footprint-bundle ${JSON.stringify(spec)}: expected NAME=PATH[,cache=warm|cold|off][,env.KEY=VALUE][,arg=FLAG]`);
   let cache: Build['cache'] = 'warm';
+  const env: Record<string, string> = {};
+  const nodeArgs: string[] = [];
   for (const o of opts) {
     const m = /^cache=(warm|cold|off)$/.exec(o);
-    if (!m) throw new Error(`--footprint-bundle ${JSON.stringify(spec)}: unknown option ${JSON.stringify(o)} (cache=warm|cold|off)`);
-    cache = m[1] as Build['cache'];
+    const e = /^env\.([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(o);
+    if (m) cache = m[1] as Build['cache'];
+    else if (e) env[e[1]!] = e[2]!;
+    else if (o.startsWith('arg=--')) nodeArgs.push(o.slice(4));
+    else throw new Error(`--footprint-bundle ${JSON.stringify(spec)}: unknown option ${JSON.stringify(o)} (cache=warm|cold|off, env.KEY=VALUE, arg=--FLAG)`);
   }
-  return { name: head.slice(0, eq), main: resolve(head.slice(eq + 1)), cache };
+  return {
+    name: head.slice(0, eq),
+    main: resolve(head.slice(eq + 1)),
+    cache,
+    ...(Object.keys(env).length > 0 ? { env } : {}),
+    ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
+  };
 }
 
 export interface FootprintRun {
@@ -244,7 +262,7 @@ function prepareCache(build: Build): void {
   if (build.cache === 'cold') rmSync(join(dist, '.compile-cache'), { recursive: true, force: true });
   else if (build.cache === 'warm' && existsSync(warm)) {
     const { nodeArgs, env } = imageCommand();
-    execFileSync(process.execPath, [...nodeArgs, warm], { env: { PATH: process.env['PATH'] ?? '', ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(process.execPath, [...nodeArgs, ...(build.nodeArgs ?? []), warm], { env: { PATH: process.env['PATH'] ?? '', ...env, ...build.env }, stdio: ['ignore', 'ignore', 'inherit'] });
   }
 }
 
@@ -258,8 +276,8 @@ function spawnAsUsers(b: Bench, build: Build, tag: string, jsonLogs = false): Pr
   return b.startDaemon({
     tag: `${build.name}-${tag}`,
     script: build.main,
-    nodeArgs: [...nodeArgs, ...extraNodeArgs],
-    env: { ...env, ...(jsonLogs ? {} : { LOG_FORMAT: '' }), ...(build.cache === 'off' ? { NODE_DISABLE_COMPILE_CACHE: '1' } : {}) },
+    nodeArgs: [...nodeArgs, ...(build.nodeArgs ?? []), ...extraNodeArgs],
+    env: { ...env, ...build.env, ...(jsonLogs ? {} : { LOG_FORMAT: '' }), ...(build.cache === 'off' ? { NODE_DISABLE_COMPILE_CACHE: '1' } : {}) },
     // In the bench's temp dir (removed at the end), not the DaemonSet's host path.
     args: [...daemonSetArgs(), `--state-dir=${b.host.path('state')}`],
     logLevel: null,
@@ -476,7 +494,7 @@ export function footprintMarkdown(o: {
   const names = o.builds.map((b) => b.name);
   return [
     `Daemon as users run it: \`${o.cmd}\`, default QPS/burst (20/40), default log level and format, one class, tmpfs mounts (size=1m).`,
-    `Builds: ${o.builds.map((b) => `${b.name} = \`${b.main}\` (${existsSync(join(dirname(b.main), 'warm-compile-cache.js')) ? `compile cache ${b.cache}` : 'no compile cache in this build'})`).join('; ')}.`,
+    `Builds: ${o.builds.map((b) => `${b.name} = \`${b.main}\` (${existsSync(join(dirname(b.main), 'warm-compile-cache.js')) ? `compile cache ${b.cache}` : 'no compile cache in this build'}${b.env ? `, ${Object.entries(b.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}${b.nodeArgs ? `, node ${b.nodeArgs.join(' ')}` : ''})`).join('; ')}.`,
     'Go column: the Go provisioner as issue 20 measured it on this machine kind (fixed reference numbers, not re-measured); ×Go is ours over Go, midpoints of the ranges.',
     'CPU is utime+stime from /proc/<pid>/stat (start-up included); first/Nth PV are stamped by an admin watch. Ranges are min–max over the runs.',
     '',

@@ -18,7 +18,7 @@
 // by hand); docs/cleanup.md states this trade-off.
 import type { V1Node, V1PersistentVolume } from '@kubernetes/client-node';
 import type { Informer } from '../kube/informer.ts';
-import { stripManagedFields } from '../kube/informer.ts';
+import { leanPersistentVolume } from '../kube/informer.ts';
 import type { KubePort } from '../kube/port.ts';
 import { isForbidden, isNotFound } from '../kube/port.ts';
 import { createInformer } from '../kube/reflector.ts';
@@ -59,7 +59,7 @@ export function createNodePVInformer(kube: KubePort, node: V1Node, o: NodePVInfo
       logger: o.logger,
       metrics: o.metrics,
     });
-  const strip = (pv: V1PersistentVolume): V1PersistentVolume => stripManagedFields(selection.transform(pv));
+  const strip = (pv: V1PersistentVolume): V1PersistentVolume => leanPersistentVolume(selection.transform(pv));
   if (!o.nodeLabel) return make(undefined, strip);
   const name = node.metadata?.name ?? '';
   // Stubs keep the node label too, so a stub moving between the two informers is recognised as a move.

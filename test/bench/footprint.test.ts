@@ -113,6 +113,13 @@ describe('the footprint table (issue 20)', () => {
     expect(parseBuild('cold=/b/dist/main.js,cache=cold')).toEqual({ name: 'cold', main: '/b/dist/main.js', cache: 'cold' });
     expect(() => parseBuild('/a/dist/main.js')).toThrow(/expected NAME=PATH/);
     expect(() => parseBuild('x=/a,cache=hot')).toThrow(/unknown option/);
+    expect(parseBuild('arena=/a/dist/main.js,env.MALLOC_ARENA_MAX=2,env.NODE_OPTIONS=--max-semi-space-size=1 --max-old-space-size=64')).toEqual({
+      name: 'arena',
+      main: '/a/dist/main.js',
+      cache: 'warm',
+      env: { MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=1 --max-old-space-size=64' },
+    });
+    expect(parseBuild('o=/a/dist/main.js,arg=--optimize-for-size,arg=--no-opt')).toEqual({ name: 'o', main: '/a/dist/main.js', cache: 'warm', nodeArgs: ['--optimize-for-size', '--no-opt'] });
     expect([0, 1, 2].map((i) => runOrder(['before', 'after'], i))).toEqual([
       ['before', 'after'],
       ['after', 'before'],
