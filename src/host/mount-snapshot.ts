@@ -1,12 +1,11 @@
 // One read of the mount table per discovery period, shared by discovery and the volume health pass
 // (issue 20, idle CPU): /proc/self/mountinfo costs ~7.6 ms of kernel time per read at 2,000 mounts.
-// The first of them to ask in a period reads it (until two reads agree, as everywhere else; a first
+// The first of them to ask in a period reads it (mountinfo.ts's readStable, as everywhere else; a first
 // read equal to the table already held is taken at once: it is a whole table, the one parsed
 // before); the other gets the same snapshot. A parsed view (mount points, propagation, details) is
 // made once per distinct text, so an unchanged table is parsed by nobody.
 // Not for the deleter: its guard and cleaners read the table afresh right before they act.
-import { readFile } from 'node:fs/promises';
-import { DEFAULT_MOUNTINFO_PATH } from './mountinfo.ts';
+import { DEFAULT_MOUNTINFO_PATH, readStable } from './mountinfo.ts';
 
 /** One read of the mount table; views are parsed lazily, once per text. */
 export interface MountSnapshot {
@@ -16,10 +15,12 @@ export interface MountSnapshot {
 }
 
 class Snapshot implements MountSnapshot {
+  readonly bytes: Buffer;
   readonly text: string;
   readonly #views = new Map<(text: string) => unknown, unknown>();
-  constructor(text: string) {
-    this.text = text;
+  constructor(bytes: Buffer) {
+    this.bytes = bytes;
+    this.text = bytes.toString('utf8');
   }
   view<T>(parse: (text: string) => T): T {
     if (this.#views.has(parse)) return this.#views.get(parse) as T;
@@ -59,25 +60,15 @@ export class MountTableReader {
   }
 
   async #read(): Promise<MountSnapshot> {
-    const read = async (): Promise<string> => {
-      this.#reads++;
-      return readFile(this.path, 'utf8');
-    };
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await read();
-      if (this.#last !== undefined && text === this.#last.text) return this.#last;
-      for (let attempt = 0; attempt < 2; attempt++) {
-        const again = await read();
-        if (again === text) break;
-        text = again;
-      }
+      bytes = await readStable(this.path, { known: this.#last?.bytes, onRead: () => this.#reads++ });
     } catch (e) {
       this.#last = undefined;
       throw e;
     }
-    if (this.#last !== undefined && text === this.#last.text) return this.#last;
-    this.#last = new Snapshot(text);
+    if (this.#last !== undefined && bytes.equals(this.#last.bytes)) return this.#last;
+    this.#last = new Snapshot(bytes);
     return this.#last;
   }
 }
