@@ -15,6 +15,14 @@ function warnings(r: ParseResult): readonly ConfigError[] {
 }
 
 const CLASS = 'local:\n  hostDir: /mnt/disks\n  mountDir: /mnt/disks\n';
+/** CLASS as parsed, every unset class key at its Go default. */
+const DEFAULT_CLASS = {
+  hostDir: '/mnt/disks',
+  mountDir: '/mnt/disks',
+  blockCleanerCommand: ['/scripts/quick_reset.sh'],
+  volumeMode: 'Filesystem',
+  namePattern: '*',
+};
 
 describe('parseConfig: the helm chart ConfigMap', () => {
   it('loads every key with the Go provisioner meaning', () => {
@@ -94,13 +102,7 @@ describe('parseConfig: defaults', () => {
       labelsForPV: '# nothing\n',
       provisionerNotReadyNodeTaintKey: '',
     });
-    expect(c.storageClassMap['local']).toEqual({
-      hostDir: '/mnt/disks',
-      mountDir: '/mnt/disks',
-      blockCleanerCommand: ['/scripts/quick_reset.sh'],
-      volumeMode: 'Filesystem',
-      namePattern: '*',
-    });
+    expect(c.storageClassMap['local']).toEqual(DEFAULT_CLASS);
     expect(c.minResyncPeriodMs).toBe(300_000);
     expect(c.jobTolerations).toEqual([]);
     expect(c.nodeLabelsForPV).toEqual([]);
@@ -109,13 +111,7 @@ describe('parseConfig: defaults', () => {
 
   it('defaults an empty-string volumeMode and namePattern like Go', () => {
     const c = ok({ storageClassMap: `${CLASS}  volumeMode: ""\n  namePattern: ""\n  fsType: ""\n  accessMode: ""\n` });
-    expect(c.storageClassMap['local']).toEqual({
-      hostDir: '/mnt/disks',
-      mountDir: '/mnt/disks',
-      blockCleanerCommand: ['/scripts/quick_reset.sh'],
-      volumeMode: 'Filesystem',
-      namePattern: '*',
-    });
+    expect(c.storageClassMap['local']).toEqual(DEFAULT_CLASS);
   });
 });
 
@@ -337,14 +333,8 @@ describe('parseConfig: minResyncPeriod', () => {
 });
 
 describe('parseConfig: validation errors carry path, file and line', () => {
-  function only(files: Record<string, string>): ConfigError {
-    const errs = errors(files);
-    expect(errs).toHaveLength(1);
-    return errs[0]!;
-  }
-
   it('reports YAML syntax errors with their line', () => {
-    const e = only({ storageClassMap: `${CLASS}  namePattern: [a\n  fsType: ext4\n`, useJobForCleaning: 'yes' });
+    const e = onlyError({ storageClassMap: `${CLASS}  namePattern: [a\n  fsType: ext4\n`, useJobForCleaning: 'yes' });
     expect(e).toMatchObject({ path: 'storageClassMap', file: 'storageClassMap' });
     expect(e.message).toMatch(/^YAML syntax error/);
     expect(e.line).toBeGreaterThanOrEqual(4);
@@ -368,7 +358,7 @@ describe('parseConfig: validation errors carry path, file and line', () => {
   });
 
   it('reports a class that is not a map', () => {
-    const e = only({ storageClassMap: 'local: /mnt/disks\n' });
+    const e = onlyError({ storageClassMap: 'local: /mnt/disks\n' });
     expect(e).toMatchObject({ path: 'storageClassMap.local', line: 1 });
     expect(e.message).toBe('expected a storage class entry (map), got string "/mnt/disks"');
   });
@@ -403,25 +393,25 @@ describe('parseConfig: validation errors carry path, file and line', () => {
   });
 
   it('rejects a volumeMode other than exactly Block or Filesystem', () => {
-    const e = only({ storageClassMap: `${CLASS}  volumeMode: WrongFilesystem\n` });
+    const e = onlyError({ storageClassMap: `${CLASS}  volumeMode: WrongFilesystem\n` });
     expect(e).toEqual({ path: 'storageClassMap.local.volumeMode', file: 'storageClassMap', line: 4, message: 'unsupported volume mode WrongFilesystem' });
-    expect(only({ storageClassMap: `${CLASS}  volumeMode: block\n` }).message).toBe('unsupported volume mode block');
+    expect(onlyError({ storageClassMap: `${CLASS}  volumeMode: block\n` }).message).toBe('unsupported volume mode block');
   });
 
   it('rejects an empty block cleaner command', () => {
-    const e = only({ storageClassMap: `${CLASS}  blockCleanerCommand: []\n` });
+    const e = onlyError({ storageClassMap: `${CLASS}  blockCleanerCommand: []\n` });
     expect(e).toMatchObject({ path: 'storageClassMap.local.blockCleanerCommand', line: 4, message: 'Invalid empty block cleaner command for class local' });
-    expect(only({ storageClassMap: `${CLASS}  blockCleanerCommand: /scripts/x.sh\n` }).message).toBe(
+    expect(onlyError({ storageClassMap: `${CLASS}  blockCleanerCommand: /scripts/x.sh\n` }).message).toBe(
       'expected a list of strings, got string "/scripts/x.sh"',
     );
-    expect(only({ storageClassMap: `${CLASS}  blockCleanerCommand:\n  - null\n` })).toMatchObject({
+    expect(onlyError({ storageClassMap: `${CLASS}  blockCleanerCommand:\n  - null\n` })).toMatchObject({
       path: 'storageClassMap.local.blockCleanerCommand[0]',
       line: 5,
     });
   });
 
   it('rejects a namePattern with a glob syntax error', () => {
-    const e = only({ storageClassMap: `${CLASS}  namePattern: "nvme*,sd[b"\n` });
+    const e = onlyError({ storageClassMap: `${CLASS}  namePattern: "nvme*,sd[b"\n` });
     expect(e).toMatchObject({ path: 'storageClassMap.local.namePattern', line: 4 });
     expect(e.message).toMatch(/^namePattern piece "sd\[b": syntax error in pattern/);
   });
@@ -433,14 +423,14 @@ describe('parseConfig: validation errors carry path, file and line', () => {
   });
 
   it('rejects an unknown access mode', () => {
-    const e = only({ storageClassMap: `${CLASS}  accessMode: RWO\n` });
+    const e = onlyError({ storageClassMap: `${CLASS}  accessMode: RWO\n` });
     expect(e).toMatchObject({ path: 'storageClassMap.local.accessMode', line: 4 });
     expect(e.message).toContain('unsupported access mode "RWO"');
   });
 
   it('rejects a storage class name that is not a Kubernetes object name', () => {
     for (const name of ['Fast', 'fast_disks', '-fast', 'a'.repeat(254)]) {
-      const e = only({ storageClassMap: `${name}:\n  hostDir: /a\n  mountDir: /a\n` });
+      const e = onlyError({ storageClassMap: `${name}:\n  hostDir: /a\n  mountDir: /a\n` });
       expect(e).toMatchObject({ path: `storageClassMap.${name}`, line: 1 });
       expect(e.message).toContain('is not a valid Kubernetes object name');
     }
@@ -448,9 +438,9 @@ describe('parseConfig: validation errors carry path, file and line', () => {
   });
 
   it('rejects removeNodeNotReadyTaint without a taint key', () => {
-    const e = only({ storageClassMap: CLASS, removeNodeNotReadyTaint: 'true' });
+    const e = onlyError({ storageClassMap: CLASS, removeNodeNotReadyTaint: 'true' });
     expect(e).toMatchObject({ path: 'provisionerNotReadyNodeTaintKey', file: 'removeNodeNotReadyTaint', line: 1 });
-    const e2 = only({ storageClassMap: CLASS, removeNodeNotReadyTaint: 'true', provisionerNotReadyNodeTaintKey: '""' });
+    const e2 = onlyError({ storageClassMap: CLASS, removeNodeNotReadyTaint: 'true', provisionerNotReadyNodeTaintKey: '""' });
     expect(e2).toMatchObject({ path: 'provisionerNotReadyNodeTaintKey', file: 'provisionerNotReadyNodeTaintKey', line: 1 });
     expect(ok({ storageClassMap: CLASS, removeNodeNotReadyTaint: 'false' }).removeNodeNotReadyTaint).toBe(false);
   });
