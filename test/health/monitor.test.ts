@@ -241,6 +241,20 @@ describe('HealthMonitor: the Event bound of one pass', () => {
 describe('HealthMonitor: healthPolicy', () => {
   const ON: HealthPolicy = { deleteMissingAvailable: true, gracePeriodMs: 10 * 60_000 };
 
+  /** Policy on, Available pv-vol1 missing, a PV list read once (a cache that goes stale); one pass, then the grace period passes. */
+  async function passWithStaleList(): Promise<HealthMonitor> {
+    putPV('vol1', 'Available');
+    checker.set('vol1', { missing: 'gone' });
+    const stale = kube.objects('persistentvolumes');
+    const m = new HealthMonitor(
+      testEnv({ kube, recorder, metrics, config: testConfig({ [CLASS]: cls(ON) }), now: () => clock }),
+      { checker, pvs: { list: () => stale }, ledger },
+    );
+    await m.pass();
+    clock += ON.gracePeriodMs;
+    return m;
+  }
+
   it('policy on: an Available PV missing longer than the grace period is deleted with an Event; not before', async () => {
     putPV('vol1', 'Available');
     checker.set('vol1', { missing: 'gone' });
@@ -283,15 +297,7 @@ describe('HealthMonitor: healthPolicy', () => {
   });
 
   it('the precondition: a PV bound (changed) since the pass read it is not deleted', async () => {
-    putPV('vol1', 'Available');
-    checker.set('vol1', { missing: 'gone' });
-    const stale = kube.objects('persistentvolumes');
-    const m = new HealthMonitor(
-      testEnv({ kube, recorder, metrics, config: testConfig({ [CLASS]: cls(ON) }), now: () => clock }),
-      { checker, pvs: { list: () => stale }, ledger },
-    );
-    await m.pass();
-    clock += ON.gracePeriodMs;
+    const m = await passWithStaleList();
     // Bound meanwhile: the cache still says Available at the old resourceVersion.
     kube.update('persistentvolumes', 'pv-vol1', (pv) => {
       pv.spec!.claimRef = { namespace: 'app', name: 'data' };
@@ -302,15 +308,7 @@ describe('HealthMonitor: healthPolicy', () => {
   });
 
   it('the UID precondition: a PV of the same name made anew since the pass read it is not deleted', async () => {
-    putPV('vol1', 'Available');
-    checker.set('vol1', { missing: 'gone' });
-    const stale = kube.objects('persistentvolumes');
-    const m = new HealthMonitor(
-      testEnv({ kube, recorder, metrics, config: testConfig({ [CLASS]: cls(ON) }), now: () => clock }),
-      { checker, pvs: { list: () => stale }, ledger },
-    );
-    await m.pass();
-    clock += ON.gracePeriodMs;
+    const m = await passWithStaleList();
     kube.remove('persistentvolumes', 'pv-vol1');
     const fresh = putPV('vol1', 'Available');
     expect((await m.pass()).deleted).toEqual([]);
