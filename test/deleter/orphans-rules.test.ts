@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { CleanerRegistry, MAX_RECORD_BYTES, procStat, processCmdline, processStartTime, stateDirProblem } from '../../src/deleter/orphans.ts';
+import { recordOf, writeRecord as write } from '../support/cleaner-records.ts';
 
 const faults = vi.hoisted(() => ({
   /** readFileSync of these exact paths returns the string (or throws the Error). */
@@ -149,19 +150,8 @@ async function zombieLeader(): Promise<number> {
   }, WAIT);
 }
 
-/** The record of a live process as add() writes it, its owner dead (this pid, another start time). */
-const recordOf = (pid: number): Record<string, unknown> => ({
-  pgid: pid,
-  start: processStartTime(pid),
-  cmdline: processCmdline(pid),
-  owner: process.pid,
-  ownerStart: '1',
-  pv: 'pv1',
-  command: ['/scripts/dd_zero.sh'],
-});
 /** A valid record of a process that does not exist: reaping drops it without a word. */
 const goneRecord = (): Record<string, unknown> => ({ pgid: NO_PID, start: '1', cmdline: ['x'], owner: process.pid, ownerStart: '1', pv: 'pv1', command: ['x'] });
-const write = (cleaners: string, name: string, rec: unknown): void => writeFileSync(join(cleaners, name), typeof rec === 'string' ? rec : JSON.stringify(rec));
 /** The fds of this process open on anything under dir. */
 const fdsUnder = (dir: string): string[] =>
   readdirSync('/proc/self/fd')

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CleanerRegistry, MAX_RECORD_BYTES, procStat, processCmdline, processStartTime, type RegistryOptions } from '../../src/deleter/orphans.ts';
+import { recordOf, writeRecord } from '../support/cleaner-records.ts';
 
 const alive = (pid: number): boolean => {
   const st = procStat(pid);
@@ -53,19 +54,6 @@ describe('CleanerRegistry', () => {
     return { reg: reg!, dir, cleaners: join(dir, 'cleaners') };
   }
 
-  /** The record of a real process, as add() writes it, owned by a daemon that is dead (this pid, another start time). */
-  const recordOf = (pid: number): Record<string, unknown> => ({
-    pgid: pid,
-    start: processStartTime(pid),
-    cmdline: processCmdline(pid),
-    owner: process.pid,
-    ownerStart: '1',
-    pv: 'pv1',
-    command: ['/scripts/dd_zero.sh'],
-  });
-  const writeRecord = (cleaners: string, name: string, rec: unknown): void => {
-    writeFileSync(join(cleaners, name), typeof rec === 'string' ? rec : JSON.stringify(rec));
-  };
   /** process.kill replaced by a recorder: a bug can never kill the test runner or the machine. */
   const fakeKill = (): ReturnType<typeof vi.spyOn> => vi.spyOn(process, 'kill').mockImplementation(() => true);
 
