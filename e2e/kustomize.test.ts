@@ -99,132 +99,100 @@ function checkCommon(objs: Obj[], image: string): void {
   expect(provisioner(objs).args).toContain(`--listen-address=:${String(port?.containerPort)}`);
 }
 
-/** A minimal ServiceMonitor CRD (structural schema of the fields the component uses), for a real API check. */
-const serviceMonitorCrd = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'servicemonitors.monitoring.coreos.com' },
-  spec: {
-    group: 'monitoring.coreos.com',
-    scope: 'Namespaced',
-    names: { plural: 'servicemonitors', singular: 'servicemonitor', kind: 'ServiceMonitor', listKind: 'ServiceMonitorList' },
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: {
-              spec: {
-                type: 'object',
-                required: ['selector'],
-                properties: {
-                  jobLabel: { type: 'string' },
-                  selector: {
-                    type: 'object',
-                    properties: {
-                      matchLabels: { type: 'object', additionalProperties: { type: 'string' } },
-                      matchExpressions: {
-                        type: 'array',
-                        items: { type: 'object', required: ['key', 'operator'], properties: { key: { type: 'string' }, operator: { type: 'string' }, values: { type: 'array', items: { type: 'string' } } } },
-                      },
-                    },
-                  },
-                  namespaceSelector: { type: 'object', properties: { any: { type: 'boolean' }, matchNames: { type: 'array', items: { type: 'string' } } } },
-                  endpoints: {
-                    type: 'array',
-                    items: {
-                      type: 'object',
-                      properties: {
-                        port: { type: 'string' },
-                        path: { type: 'string' },
-                        scheme: { type: 'string', enum: ['http', 'https'] },
-                        honorLabels: { type: 'boolean' },
-                        interval: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
-                        relabelings: {
-                          type: 'array',
-                          items: {
-                            type: 'object',
-                            properties: {
-                              sourceLabels: { type: 'array', items: { type: 'string' } },
-                              targetLabel: { type: 'string' },
-                              action: { type: 'string' },
-                              regex: { type: 'string' },
-                              replacement: { type: 'string' },
-                            },
-                          },
-                        },
-                      },
-                    },
-                  },
-                },
-              },
-            },
-          },
-        },
-      },
-    ],
-  },
-};
+/** A minimal monitoring.coreos.com/v1 CRD of `kind` whose spec has the structural schema `spec` (the fields the component uses), for a real API check. */
+function monitoringCrd(kind: string, spec: Record<string, unknown>) {
+  const plural = `${kind.toLowerCase()}s`;
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.monitoring.coreos.com` },
+    spec: {
+      group: 'monitoring.coreos.com',
+      scope: 'Namespaced',
+      names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
+      versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec } } } }],
+    },
+  };
+}
 
-/** A minimal PrometheusRule CRD (structural schema of the fields the component uses), for a real API check. */
-const prometheusRuleCrd = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'prometheusrules.monitoring.coreos.com' },
-  spec: {
-    group: 'monitoring.coreos.com',
-    scope: 'Namespaced',
-    names: { plural: 'prometheusrules', singular: 'prometheusrule', kind: 'PrometheusRule', listKind: 'PrometheusRuleList' },
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: {
-              spec: {
-                type: 'object',
-                properties: {
-                  groups: {
-                    type: 'array',
-                    items: {
-                      type: 'object',
-                      required: ['name'],
-                      properties: {
-                        name: { type: 'string' },
-                        interval: { type: 'string' },
-                        rules: {
-                          type: 'array',
-                          items: {
-                            type: 'object',
-                            required: ['expr'],
-                            properties: {
-                              alert: { type: 'string' },
-                              record: { type: 'string' },
-                              expr: { 'x-kubernetes-int-or-string': true },
-                              for: { type: 'string' },
-                              labels: { type: 'object', additionalProperties: { type: 'string' } },
-                              annotations: { type: 'object', additionalProperties: { type: 'string' } },
-                            },
-                          },
-                        },
-                      },
-                    },
-                  },
-                },
+/** The ServiceMonitor CRD. */
+const serviceMonitorCrd = monitoringCrd('ServiceMonitor', {
+  type: 'object',
+  required: ['selector'],
+  properties: {
+    jobLabel: { type: 'string' },
+    selector: {
+      type: 'object',
+      properties: {
+        matchLabels: { type: 'object', additionalProperties: { type: 'string' } },
+        matchExpressions: {
+          type: 'array',
+          items: { type: 'object', required: ['key', 'operator'], properties: { key: { type: 'string' }, operator: { type: 'string' }, values: { type: 'array', items: { type: 'string' } } } },
+        },
+      },
+    },
+    namespaceSelector: { type: 'object', properties: { any: { type: 'boolean' }, matchNames: { type: 'array', items: { type: 'string' } } } },
+    endpoints: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          port: { type: 'string' },
+          path: { type: 'string' },
+          scheme: { type: 'string', enum: ['http', 'https'] },
+          honorLabels: { type: 'boolean' },
+          interval: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
+          relabelings: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                sourceLabels: { type: 'array', items: { type: 'string' } },
+                targetLabel: { type: 'string' },
+                action: { type: 'string' },
+                regex: { type: 'string' },
+                replacement: { type: 'string' },
               },
             },
           },
         },
       },
-    ],
+    },
   },
-};
+});
+
+/** The PrometheusRule CRD. */
+const prometheusRuleCrd = monitoringCrd('PrometheusRule', {
+  type: 'object',
+  properties: {
+    groups: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name'],
+        properties: {
+          name: { type: 'string' },
+          interval: { type: 'string' },
+          rules: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['expr'],
+              properties: {
+                alert: { type: 'string' },
+                record: { type: 'string' },
+                expr: { 'x-kubernetes-int-or-string': true },
+                for: { type: 'string' },
+                labels: { type: 'object', additionalProperties: { type: 'string' } },
+                annotations: { type: 'object', additionalProperties: { type: 'string' } },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+});
 
 /** The groups of deployment/monitoring/rules.yaml, the one source of the shipped alert rules. */
 const shippedRuleGroups = (): unknown => (parse(readFileSync(resolve(deploymentDir, '..', 'monitoring', 'rules.yaml'), 'utf8')) as { groups: unknown }).groups;
