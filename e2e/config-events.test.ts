@@ -7,7 +7,7 @@ import { AtomicWriter } from '../test/support/atomic-writer.ts';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
-import { configFiles, createLocalStorageClass, eventsAbout, lastReloadOkMetric, metric, startTestProvisioner, waitPV, type ConfigSpec } from './support/hot-reload.ts';
+import { configFiles, createLocalStorageClass, eventTexts, expectStillRunning, lastReloadOkMetric, metric, startTestProvisioner, waitPV, type ConfigSpec } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
 import { generatePVName } from '../src/volume/naming.ts';
 
@@ -22,10 +22,8 @@ describe.skipIf(!isRoot())('config Events: warnings and recovery', () => {
   let writer: AtomicWriter;
   let pid = 0;
   let config: ConfigSpec;
-  const nodeEvents = (reason: string): Promise<string[]> =>
-    eventsAbout(core, 'default', 'Node', node).then((es) => es.filter((e) => e.reason === reason).map((e) => `${e.type}:${e.message ?? ''}`));
-  const podEvents = (reason: string): Promise<string[]> =>
-    eventsAbout(core, 'kube-system', 'Pod', podName).then((es) => es.filter((e) => e.reason === reason).map((e) => `${e.type}:${e.message ?? ''}`));
+  const nodeEvents = (reason: string): Promise<string[]> => eventTexts(core, 'default', 'Node', node, reason);
+  const podEvents = (reason: string): Promise<string[]> => eventTexts(core, 'kube-system', 'Pod', podName, reason);
 
   beforeAll(async () => {
     await createNode(core, node);
@@ -45,10 +43,7 @@ describe.skipIf(!isRoot())('config Events: warnings and recovery', () => {
     host.cleanup();
   });
 
-  const expectSameProcess = (): void => {
-    expect(prov!.child.pid).toBe(pid);
-    expect(prov!.child.exitCode).toBeNull();
-  };
+  const expectSameProcess = (): void => expectStillRunning(prov!, pid);
 
   it('Events say the latest word: a misspelt key is a ConfigWarning, its fix and a reverted bad edit a ConfigRecovered; a bad YAML line is one error with its line and a hint (issue 18, points 10, 12)', async () => {
     const good = configFiles(config);

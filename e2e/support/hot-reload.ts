@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { Watch, type CoreV1Api, type CoreV1Event, type KubeConfig, type StorageV1Api, type V1Container, type V1PersistentVolume, type V1Pod, type V1SecurityContext } from '@kubernetes/client-node';
 import { freePort } from '../harness/controlplane.ts';
 import { apiStatus, waitFor } from '../harness/kube.ts';
@@ -212,6 +213,11 @@ export async function eventsAbout(core: CoreV1Api, namespace: string, kind: stri
   return evs.items.filter((e) => e.involvedObject.kind === kind && e.involvedObject.name === name);
 }
 
+/** The Events with `reason` about one object (as eventsAbout), each as "<type>:<message>". */
+export function eventTexts(core: CoreV1Api, namespace: string, kind: string, name: string, reason: string): Promise<string[]> {
+  return eventsAbout(core, namespace, kind, name).then((es) => es.filter((e) => e.reason === reason).map((e) => `${e.type}:${e.message ?? ''}`));
+}
+
 /** The current value of a metric (sum over the samples matching `labels`). */
 export async function metric(prov: ProvisionerProcess, name: string, labels: Record<string, string> = {}): Promise<number> {
   return metricValue(await prov.metrics(), name, labels);
@@ -256,6 +262,12 @@ export async function applyConfig(
     timeoutMs: opts.timeoutMs ?? 15_000,
     intervalMs: opts.sighup ? 20 : 100,
   });
+}
+
+/** The daemon is still the process it was started as (`pid`), not exited. */
+export function expectStillRunning(prov: ProvisionerProcess, pid: number): void {
+  expect(prov.child.pid).toBe(pid);
+  expect(prov.child.exitCode).toBeNull();
 }
 
 /** Log lines of the daemon with this msg (exact) or containing this text. */
