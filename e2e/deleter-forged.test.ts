@@ -15,7 +15,7 @@ import type { V1PersistentVolume } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { createNode } from './harness/node-agent.ts';
-import { createImmediateClass, keepLogs, pvEvents, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
+import { createImmediateClass, handMadeLocalPV, keepLogs, pvEvents, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { bindPV, configFiles, logsWith, metric, readPV, waitPV } from './support/hot-reload.ts';
 import type { ProvisionerProcess } from './support/provisioner.ts';
@@ -52,19 +52,8 @@ describe.skipIf(!isRoot())('deleter: forged PVs naming another volume are refuse
   };
 
   /** A local PV on this node, made by an admin (not by the daemon). */
-  const localPV = (name: string, entry: string, over: Partial<V1PersistentVolume['spec']> = {}, annotations?: Record<string, string>): V1PersistentVolume => ({
-    metadata: { name, ...(annotations ? { annotations } : {}) },
-    spec: {
-      capacity: { storage: '8Mi' },
-      accessModes: ['ReadWriteOnce'],
-      persistentVolumeReclaimPolicy: 'Delete',
-      storageClassName: cls,
-      volumeMode: 'Filesystem',
-      local: { path: `${HOST_DIR}/${entry}` },
-      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [node] }] }] } },
-      ...over,
-    },
-  });
+  const localPV = (name: string, entry: string, over: Partial<V1PersistentVolume['spec']> = {}, annotations?: Record<string, string>): V1PersistentVolume =>
+    handMadeLocalPV({ name, node, cls, path: `${HOST_DIR}/${entry}`, meta: annotations ? { annotations } : {}, spec: over });
 
   /** Creates the forged PV (our annotation, reclaim Delete, claimRef to a claim that does not exist) and waits until the binder releases it. */
   const forge = async (name: string, entry: string): Promise<V1PersistentVolume> => {

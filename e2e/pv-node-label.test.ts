@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { adminClients, uniqueName, waitFor } from './harness/kube.ts';
 import { applyManifests, componentManifests, deleteManifests } from './harness/manifests.ts';
 import { createNode } from './harness/node-agent.ts';
-import { createImmediateClass, keepLogs, pvEvents, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
+import { createImmediateClass, handMadeLocalPV, keepLogs, pvEvents, releaseAndRediscover, startDaemon } from './support/cleanup.ts';
 import { HostFixtures, isRoot } from './support/host.ts';
 import { bindPV, configFiles, readPV, waitPV } from './support/hot-reload.ts';
 import { metricValue, type ProvisionerProcess } from './support/provisioner.ts';
@@ -33,20 +33,8 @@ describe.skipIf(!isRoot())('--pv-node-label: a node lists and watches only its P
   let prov: ProvisionerProcess | undefined;
   let fsDir = '';
 
-  const affinity = (n: string) => ({ required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [n] }] }] } });
-  const localPV = (name: string, n: string, entry: string, meta: V1PersistentVolume['metadata'] = {}, spec: Partial<V1PersistentVolume['spec']> = {}): V1PersistentVolume => ({
-    metadata: { ...meta, name },
-    spec: {
-      capacity: { storage: '8Mi' },
-      accessModes: ['ReadWriteOnce'],
-      persistentVolumeReclaimPolicy: 'Delete',
-      storageClassName: cls,
-      volumeMode: 'Filesystem',
-      local: { path: `${HOST_DIR}/${entry}` },
-      nodeAffinity: affinity(n),
-      ...spec,
-    },
-  });
+  const localPV = (name: string, n: string, entry: string, meta: V1PersistentVolume['metadata'] = {}, spec: Partial<V1PersistentVolume['spec']> = {}): V1PersistentVolume =>
+    handMadeLocalPV({ name, node: n, cls, path: `${HOST_DIR}/${entry}`, meta, spec });
   const create = async (pv: V1PersistentVolume): Promise<V1PersistentVolume> => {
     madeHere.push(pv.metadata?.name ?? '');
     return core.createPersistentVolume({ body: pv });

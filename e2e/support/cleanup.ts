@@ -239,6 +239,30 @@ export async function createImmediateClass(storage: StorageV1Api, name: string):
   });
 }
 
+/** A local PV made by hand, as an admin would (8Mi, RWO, reclaim Delete, Filesystem), at `path` on `node`; `meta` and `spec` add or override fields. */
+export function handMadeLocalPV(o: {
+  name: string;
+  node: string;
+  cls: string;
+  path: string;
+  meta?: V1PersistentVolume['metadata'];
+  spec?: Partial<V1PersistentVolume['spec']>;
+}): V1PersistentVolume {
+  return {
+    metadata: { ...o.meta, name: o.name },
+    spec: {
+      capacity: { storage: '8Mi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: o.cls,
+      volumeMode: 'Filesystem',
+      local: { path: o.path },
+      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [o.node] }] }] } },
+      ...o.spec,
+    },
+  };
+}
+
 /** Events about this PV object (matched by UID: a rediscovered PV has the same name). */
 export async function pvEvents(core: CoreV1Api, pv: V1PersistentVolume): Promise<CoreV1Event[]> {
   const evs = await core.listNamespacedEvent({ namespace: 'default' });
