@@ -76,8 +76,9 @@ describe.skipIf(missing !== undefined)(`product image built from the Dockerfile$
     expect(index.manifests.map((m) => m.annotations?.['org.opencontainers.image.ref.name'])).toEqual([image.ref]);
   });
 
-  it('runs under tini: the entrypoint is tini -- node main.js, with NODE_ENV=production', () => {
-    expect(config.Entrypoint).toEqual(['/usr/bin/tini', '--', 'node', '/app/dist/main.js']);
+  it('runs under tini: the entrypoint is tini -- node --max-opt=1 main.js, with NODE_ENV=production', () => {
+    // --max-opt=1: Sparkplug is V8's highest tier for the daemon (docs/performance.md §6, "V8's tiers").
+    expect(config.Entrypoint).toEqual(['/usr/bin/tini', '--', 'node', '--max-opt=1', '/app/dist/main.js']);
     expect(config.Env).toContain('NODE_ENV=production');
   });
 
